@@ -1,0 +1,164 @@
+"""Wall time of `simulmt eval` vs SimulEval 1.1.4 driving our adapter, on the same set and policy.
+
+    .venv/bin/python bench/eval_speed.py --source test.de --reference test.en \\
+        --policy wait-k:k=3 --limit 200 [--model DIR | --tiny] [--batch-size 32] [--threads 1]
+
+Both run end to end as subprocesses (model loading included); the report gives the speed
+ratio and whether the two agree: per-sentence outputs and delays, BLEU, AL, LAAL, AP, DAL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+
+
+def save_tiny(folder: Path, seed: int) -> Path:
+    """A randomly initialised tiny model folder (a smoke test: its output is junk)."""
+    from simulmt.engine import Engine
+    from simulmt.model.checkpoint import save_checkpoint
+
+    engine = Engine.tiny(seed=seed)
+    save_checkpoint(
+        folder / "model.pt",
+        {
+            "model_config": engine.model.cfg.to_dict(),
+            "model": engine.model.state_dict(),
+            "tokenizer": engine.tokenizer.to_bytes(),
+            "meta": {"name": f"tiny-{seed}", "src": "de", "tgt": "en"},
+        },
+    )
+    return folder
+
+
+def timed(cmd: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}")
+    return wall, proc
+
+
+def simuleval_scores(stdout: str) -> dict[str, float]:
+    header, row = stdout.strip().splitlines()[-2:]
+    return dict(zip(header.split(), map(float, row.split()), strict=True))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--source", type=Path, required=True)
+    p.add_argument("--reference", type=Path, required=True)
+    p.add_argument("--policy", default="wait-k:k=3")
+    p.add_argument("--limit", type=int, default=100, help="first N sentences")
+    p.add_argument("--model", type=Path, default=None, help="model folder (default: bundled)")
+    p.add_argument("--tiny", action="store_true", help="use a random tiny model (smoke test)")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--threads", type=int, default=1, help="torch threads in both runs")
+    args = p.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="eval_speed_"))
+    model = save_tiny(tmp / "model", 0) if args.tiny else args.model
+    src, ref = tmp / "src.txt", tmp / "ref.txt"
+    src.write_text("\n".join(args.source.read_text().splitlines()[: args.limit]) + "\n")
+    ref.write_text("\n".join(args.reference.read_text().splitlines()[: args.limit]) + "\n")
+    model_args = ["--model", str(model)] if model else []
+    env_threads = f"import torch; torch.set_num_threads({args.threads});"
+
+    ours_cmd = [
+        str(BIN / "simulmt"),
+        "eval",
+        "--policy",
+        args.policy,
+        "--source",
+        str(src),
+        "--reference",
+        str(ref),
+        "--output",
+        str(tmp / "ours"),
+        "--json",
+        "--no-progress",
+        "--batch-size",
+        str(args.batch_size),
+        "--threads",
+        str(args.threads),
+        *model_args,
+    ]
+    se_cmd = [
+        sys.executable,
+        "-c",
+        env_threads + "from simuleval.cli import main; main()",
+        "--agent-class",
+        "simulmt.eval.simuleval_agent.SimulmtAgent",
+        "--source",
+        str(src),
+        "--target",
+        str(ref),
+        "--policy",
+        args.policy,
+        "--output",
+        str(tmp / "se"),
+        "--latency-metrics",
+        "AL",
+        "LAAL",
+        "AP",
+        "DAL",
+        "--no-progress-bar",
+        *model_args,
+    ]
+    t_ours, ours = timed(ours_cmd)
+    t_se, se = timed(se_cmd)
+
+    from simulmt.eval.instances import read_instances
+
+    mine = json.loads(ours.stdout.splitlines()[0])
+    theirs = simuleval_scores(se.stdout)
+    a = read_instances(tmp / "ours" / _dir(args.policy) / "instances.log")
+    b = read_instances(tmp / "se" / "instances.log")
+    same = sum(
+        (x.prediction, x.delays) == (y.prediction, y.delays) for x, y in zip(a, b, strict=True)
+    )
+    print(f"sentences: {len(a)}  policy: {args.policy}  batch: {args.batch_size}", end="")
+    print(f"  threads: {args.threads}")
+    print(f"simulmt eval : {t_ours:8.1f} s wall (simulation alone {mine['wall_s']:.1f} s)")
+    print(f"simuleval    : {t_se:8.1f} s wall")
+    print(f"speed ratio  : {t_se / t_ours:8.1f}x")
+    print(f"identical sentences (output and delays): {same}/{len(a)}")
+    skip = _skip_empty(a)  # SimulEval leaves empty hypotheses out of the latency means
+    print(f"{'':8s}{'simulmt':>10s}{'(skip empty)':>14s}{'simuleval':>11s}")
+    for key, name in [
+        ("bleu", "BLEU"),
+        ("al", "AL"),
+        ("laal", "LAAL"),
+        ("ap", "AP"),
+        ("dal", "DAL"),
+    ]:
+        print(f"  {name:5s} {mine[key]:10.3f}{skip.get(key, mine[key]):14.3f}{theirs[name]:11.3f}")
+    print(f"empty hypotheses: {mine['empty']} (simulmt scores them as full latency by default)")
+    print(f"files in {tmp}")
+    return 0
+
+
+def _skip_empty(stats: list) -> dict[str, float]:  # type: ignore[type-arg]
+    from simulmt.eval.corpus import EmptyHypothesis, LatencyConfig, corpus_latency, sentence_latency
+
+    config = LatencyConfig(empty=EmptyHypothesis.SKIP)
+    lat = corpus_latency([sentence_latency(s, config) for s in stats], config)
+    return {k: v for k, v in vars(lat).items() if isinstance(v, float)}
+
+
+def _dir(spec: str) -> str:
+    from simulmt.eval.cli import policy_dir_name
+
+    return policy_dir_name(spec)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""Streaming simulation of a test set: every line goes through a real `Session`.
+
+Each line gets its own session and is fed exactly as a live stream (and SimulEval) would feed
+it: one word, then model work until the session waits for the next word, then the next word;
+the source is marked complete together with its last word. So a word's delay is the number of
+source words *received* when it was written — what SimulEval counts, and the honest figure for
+policies that peek at the next word before writing — and its compute time is what was actually
+spent so far (incremental encoding included). Sessions of a batch advance together: the decoder
+steps of all waiting-free sessions go through the model as one batch.
+
+A line may hold several sentences (the session splits at . ! ?); they are scored as one line:
+delays count the line's words, compute times add up, the prediction is their texts joined.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from simulmt.eval.corpus import SentenceStats
+from simulmt.policies.base import CommitMode
+from simulmt.policies.registry import load_policy
+
+from simulmt.engine import Engine
+from simulmt.session import Session, advance
+from simulmt.updates import Update
+
+__all__ = ["RunConfig", "Simulation", "simulate"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    beam: int = 1  # greedy, the usual simultaneous setting; >1 runs the online beam search
+    batch_size: int = 32  # lines advanced together; bigger batches amortize per-step overhead
+
+    def __post_init__(self) -> None:
+        if self.beam < 1:
+            raise ValueError(f"beam must be >= 1, got {self.beam}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+
+
+@dataclass
+class _Track:
+    """One line: what has been fed, and what its session's updates add up to."""
+
+    index: int
+    words: list[str]
+    reference: str
+    record_displays: bool
+    fed: int = 0  # source words given to the session
+    committed: list[str] = field(default_factory=list)  # committed words of the whole line
+    delays: list[int] = field(default_factory=list)  # words received when each was written
+    compute_ms: list[float] = field(default_factory=list)
+    displays: list[str] = field(default_factory=list)
+    read_base: int = 0  # words of the line's finished sentences
+    compute_base: float = 0.0  # compute of the line's finished sentences
+    compute_now: float = 0.0  # latest compute reading of the current sentence
+    finished_ids: set[int] = field(default_factory=set)  # the session's finished sentence ids
+
+    def feed_next(self, session: Session) -> None:
+        session.feed(self.words[self.fed])
+        self.fed += 1
+        if self.fed == len(self.words):
+            session.end_source()
+
+    def absorb(self, update: Update) -> None:
+        if update.sentence_id in self.finished_ids:
+            log.debug("line %d: ignoring a repeated final update", self.index)
+            return
+        new = update.committed_delta.split()
+        delays, compute = _per_word(self.index, update, len(new))
+        self.committed += new
+        self.delays += [self.fed] * len(new)
+        self.compute_ms += [self.compute_base + c for c in compute]
+        self.compute_now = max([self.compute_now, *compute])
+        if self.record_displays:
+            shown = " ".join(self.committed + update.tentative.split())
+            if not self.displays or self.displays[-1] != shown:
+                self.displays.append(shown)
+        if update.final:
+            self.finished_ids.add(update.sentence_id)
+            self.read_base += len(update.source.split())
+            self.compute_base += self.compute_now
+            self.compute_now = 0.0
+
+    def stats(self) -> SentenceStats:
+        if self.read_base != len(self.words):
+            raise RuntimeError(
+                f"line {self.index}: sessions finished {self.read_base} of "
+                f"{len(self.words)} source words"
+            )
+        return SentenceStats(
+            index=self.index,
+            source_length=len(self.words),
+            reference=self.reference,
+            prediction=" ".join(self.committed),
+            delays=tuple(self.delays),
+            compute_ms=tuple(self.compute_ms),
+            sentence_compute_ms=self.compute_base,
+            displays=tuple(self.displays) if self.record_displays else None,
+            source=" ".join(self.words),
+        )
+
+
+@dataclass(frozen=True)
+class Simulation:
+    stats: list[SentenceStats]
+    wall_s: float  # wall-clock time of the whole simulation
+    compute_ms: float  # model time the engine spent
+
+
+def _per_word(line: int, update: Update, n_words: int) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """The update's delays and compute times, one per whitespace word of its committed delta.
+
+    The session counts subword groups (a word-start piece and its continuations); one group
+    may decode to no text or to several whitespace words (e.g. ``<unk>`` pieces). All entries
+    of one update are equal, so they are spread over the delta's whitespace words.
+    """
+    delays, compute = update.delays, update.compute_ms
+    if len(delays) == n_words and len(compute) == n_words:
+        return delays, compute
+    if delays and len(set(delays)) == 1 and len(compute) == len(delays) and len(set(compute)) == 1:
+        log.debug("line %d: %d subword groups gave %d words", line, len(delays), n_words)
+        return (delays[0],) * n_words, (compute[0],) * n_words
+    raise RuntimeError(
+        f"line {line}: update with {n_words} new words carries {len(delays)} delays and "
+        f"{len(compute)} compute times"
+    )
+
+
+def _run_batch(
+    engine: Engine, policy: str, tracks: list[_Track], config: RunConfig
+) -> list[SentenceStats]:
+    sessions = [Session(engine, policy=policy, beam=config.beam) for _ in tracks]
+    active = list(range(len(tracks)))
+    while active:
+        for i in active:  # every active session waits for input: give it the next word
+            tracks[i].feed_next(sessions[i])
+        updates = advance(engine, [sessions[i] for i in active])
+        for i, ups in zip(active, updates, strict=True):
+            for u in ups:
+                tracks[i].absorb(u)
+            stream = sessions[i].stream
+            if stream is not None:
+                tracks[i].compute_now = max(tracks[i].compute_now, stream.compute_ms)
+        still = []
+        for i in active:
+            if tracks[i].fed < len(tracks[i].words):
+                still.append(i)
+            elif not sessions[i].idle:
+                raise RuntimeError(
+                    f"line {tracks[i].index}: the session stalled after its source was complete"
+                )
+        active = still
+    return [t.stats() for t in tracks]
+
+
+def simulate(
+    engine: Engine,
+    policy: str,
+    sources: Sequence[str],
+    references: Sequence[str],
+    *,
+    config: RunConfig | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Simulation:
+    """Run every sentence through a streaming session under ``policy`` (a spec string)."""
+    config = config or RunConfig()
+    if len(sources) != len(references):
+        raise ValueError(f"{len(sources)} source lines but {len(references)} reference lines")
+    for i, src in enumerate(sources):
+        if not src.split():
+            raise ValueError(f"source line {i + 1} is empty: every sentence needs >= 1 word")
+    retranslation = load_policy(policy).mode is CommitMode.RETRANSLATION
+    start, compute_before = time.perf_counter(), engine.compute_ms
+    stats: list[SentenceStats] = []
+    for lo in range(0, len(sources), config.batch_size):
+        hi = min(lo + config.batch_size, len(sources))
+        tracks = [
+            _Track(i, sources[i].split(), references[i].strip(), retranslation)
+            for i in range(lo, hi)
+        ]
+        stats += _run_batch(engine, policy, tracks, config)
+        if progress is not None:
+            progress(hi - lo)
+    wall = time.perf_counter() - start
+    log.debug("%s: %d sentences in %.1f s", policy, len(stats), wall)
+    return Simulation(stats, wall, engine.compute_ms - compute_before)

@@ -1,0 +1,85 @@
+"""A SimulEval 1.1.4 text-to-text agent that runs this engine under any policy spec.
+
+    simuleval --agent-class simulmt.eval.simuleval_agent.SimulmtAgent \\
+        --source src.txt --target ref.txt --policy wait-k:k=3 [--model DIR] [--beam N] \\
+        --output out/
+
+or ``--agent path/to/simuleval_agent.py`` (the class registers itself with ``@entrypoint``;
+add ``--agent-class agents.SimulmtAgent`` only if other entry points are loaded too).
+
+SimulEval sends one source word per call and counts every WriteAction as written after the
+words sent so far; a second WriteAction would cost another source word. So all the words our
+session commits at one source position go out as ONE WriteAction, space-joined. Once the
+source is complete, the rest of the translation is written in one final WriteAction.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from simuleval.agents import TextToTextAgent
+from simuleval.agents.actions import Action, ReadAction, WriteAction
+from simuleval.agents.states import AgentStates
+from simuleval.utils import entrypoint
+from simulmt.policies.registry import load_policy
+
+from simulmt.engine import Engine
+from simulmt.session import Session, advance
+
+__all__ = ["SimulmtAgent"]
+
+
+@entrypoint
+class SimulmtAgent(TextToTextAgent):
+    """Streams SimulEval's source words into a `Session` and hands back its committed words."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        load_policy(args.policy)  # a bad spec fails here with the accepted grammar
+        self.policy_spec: str = args.policy
+        self.beam: int = args.beam
+        self.engine = Engine.load(Path(args.model) if args.model else None)
+        self.session: Session | None = None
+        self.fed = 0  # source words of the current sentence given to the session
+        super().__init__(args)  # builds the states and calls reset()
+
+    @staticmethod
+    def add_args(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--policy", default="wait-k:k=3", help="policy spec (simulmt)")
+        parser.add_argument("--model", default=None, help="simulmt model folder (default bundled)")
+        parser.add_argument("--beam", type=int, default=1, help="beam size")
+
+    def reset(self) -> None:
+        super().reset()
+        self.session = Session(self.engine, policy=self.policy_spec, beam=self.beam)
+        self.fed = 0
+
+    def policy(self, states: AgentStates | None = None) -> Action:
+        states = states if states is not None else self.states
+        assert self.session is not None
+        new = states.source[self.fed :]
+        if new:
+            self.session.feed(" ".join(new))
+            self.fed += len(new)
+        if states.source_finished:
+            self.session.end_source()
+        words = self._advance()
+        if states.source_finished:
+            while not self.session.idle:  # finish every sentence of the line (normally done)
+                more = self._advance()
+                if not more:
+                    break
+                words += more
+            # SimulEval loops forever on a READ after the source ended: always finish here
+            return WriteAction(" ".join(words), finished=True)
+        return WriteAction(" ".join(words), finished=False) if words else ReadAction()
+
+    def _advance(self) -> list[str]:
+        """Model work until the session waits for input; the words it committed meanwhile.
+
+        A line may hold several sentences (the session splits at . ! ?): the final update of
+        one of them does not end the line, only the end of SimulEval's source does.
+        """
+        assert self.session is not None
+        (updates,) = advance(self.engine, [self.session])
+        return [w for u in updates for w in u.committed_delta.split()]

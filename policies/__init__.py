@@ -1,0 +1,37 @@
+"""Read/write policies: the interface, the built-ins, and the entry-point registry.
+
+Select one everywhere with a spec string, `load_policy("wait-k:k=3")`; `simulmt policies`
+lists every registered policy with its arguments.
+"""
+
+from simulmt.policies.base import (
+    Action,
+    CommitMode,
+    ModelSignals,
+    Observation,
+    Policy,
+    PolicyError,
+    SchedulePolicy,
+    Signal,
+    SpecPolicy,
+)
+from simulmt.policies.registry import available, describe, load_policy
+from simulmt.policies.schedules import FixedSchedule
+from simulmt.policies.spec import BasePolicy
+
+__all__ = [
+    "Action",
+    "BasePolicy",
+    "CommitMode",
+    "FixedSchedule",
+    "ModelSignals",
+    "Observation",
+    "Policy",
+    "PolicyError",
+    "SchedulePolicy",
+    "Signal",
+    "SpecPolicy",
+    "available",
+    "describe",
+    "load_policy",
+]

@@ -1,0 +1,107 @@
+"""The read/write policy interface.
+
+A policy looks at what a stream has read and written (and, if it asks for them, at model
+signals for the best hypothesis) and answers READ or WRITE. Policies are stateless: all the
+state of a stream lives in its `StreamState`; anything a policy needs is in `Observation`.
+
+Units: `src_read` counts source *words* (a READ consumes one whole word, all its subword
+tokens); `tgt_written` counts target *tokens* (a WRITE is one decoder step).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import ClassVar, Protocol, runtime_checkable
+
+import torch
+
+
+class Action(enum.Enum):
+    READ = "read"
+    WRITE = "write"
+
+
+class Signal(enum.Enum):
+    """Model signals a policy may ask for; the search computes only what is asked."""
+
+    DISTRIBUTION = "distribution"  # next-token log-probs of the best hypothesis on x<=j
+    LOOKAHEAD = "lookahead"  # next-token log-probs of the best hypothesis on x<=j+1
+    DECODER_STATE = "decoder_state"  # top decoder layer output for the best hypothesis
+
+
+class CommitMode(enum.Enum):
+    """How written tokens become committed (never retracted) text."""
+
+    SIMULTANEOUS = "simultaneous"  # every written token is committed at once (STACL)
+    RETRANSLATION = "retranslation"  # re-decode per READ; commit agreed prefix (LocalAgreement)
+
+
+@dataclass(frozen=True)
+class ModelSignals:
+    log_probs: torch.Tensor | None = None  # (V,) next-token log-probs on x<=j
+    lookahead_log_probs: torch.Tensor | None = None  # (V,) the same on x<=j+1
+    decoder_state: torch.Tensor | None = None  # (D,) top-layer decoder output
+
+    @property
+    def top_prob(self) -> float:
+        assert self.log_probs is not None
+        return float(self.log_probs.max().exp())
+
+    @property
+    def entropy(self) -> float:
+        assert self.log_probs is not None
+        p = self.log_probs.exp()
+        return float(-(p * self.log_probs).sum())
+
+
+@dataclass(frozen=True)
+class Observation:
+    src_read: int  # source words read so far (>= 0)
+    tgt_written: int  # target tokens written so far by the best hypothesis (>= 0)
+    source_finished: bool  # True once the sentence's last word has been read
+    src_available: int = 0  # words received but not yet read (0: READ would wait for input)
+    signals: ModelSignals | None = None  # filled only when the policy `needs` signals
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """A read/write policy. `decide` must be a pure function of the observation."""
+
+    name: ClassVar[str]
+    needs: ClassVar[frozenset[Signal]]
+    mode: ClassVar[CommitMode]
+
+    def decide(self, obs: Observation) -> Action: ...
+
+
+class PolicyError(ValueError):
+    """A policy spec, argument or observation is invalid; the message says what is accepted."""
+
+
+@runtime_checkable
+class SpecPolicy(Policy, Protocol):
+    """A policy that can write its own spec string; every registered policy is one."""
+
+    def spec(self) -> str:
+        """The canonical `name:key=value,…`; `load_policy(p.spec()) == p`."""
+        ...
+
+
+@runtime_checkable
+class SchedulePolicy(SpecPolicy, Protocol):
+    """A fixed policy given by g(i): source words to read before writing target token i.
+
+    `decide` is then: source finished → WRITE; src_read < g(i) → READ; else WRITE, with
+    i = tgt_written + 1. g is non-decreasing, ≥ 1, and may be `math.inf` (full sentence).
+    """
+
+    def g(self, i: int) -> float: ...
+
+
+def check_observation(obs: Observation) -> None:
+    """Raise PolicyError if `obs` holds impossible counts (a bug in the caller)."""
+    if obs.src_read < 0 or obs.tgt_written < 0 or obs.src_available < 0:
+        raise PolicyError(
+            f"invalid observation {obs}: src_read, tgt_written and src_available must be >= 0"
+        )

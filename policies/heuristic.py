@@ -1,0 +1,175 @@
+"""Adaptive policies that look at the model's next-token distribution, and LocalAgreement.
+
+All of them WRITE once the source is finished (nothing is left to wait for) and READ while
+fewer than `k_min` source words have been read. Signals come from the search in
+`obs.signals` (it computes exactly what `policy.needs` lists):
+
+- `log_probs` — next-token log-probs of the best hypothesis given x≤j (j = src_read),
+- `lookahead_log_probs` — the same given x≤j+1; None when no word j+1 has arrived yet
+  (src_available == 0), since it cannot be computed then.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import torch
+from simulmt.policies.base import (
+    Action,
+    CommitMode,
+    Observation,
+    PolicyError,
+    Signal,
+    check_observation,
+)
+from simulmt.policies.spec import BasePolicy
+
+K_MIN_HELP = "source words always read before the first write (>= 1)"
+
+
+def _check_k_min(k_min: int) -> None:
+    if k_min < 1:
+        raise PolicyError(f"k_min must be >= 1 (got {k_min})")
+
+
+def _log_probs(obs: Observation, policy: str) -> torch.Tensor:
+    if obs.signals is None or obs.signals.log_probs is None:
+        raise PolicyError(f"policy {policy!r} needs Signal.DISTRIBUTION, but the observation "
+                          "has no signals.log_probs; the search must compute policy.needs")
+    if obs.signals.log_probs.dim() != 1:
+        raise PolicyError(f"policy {policy!r}: log_probs must have shape (V,), got "
+                          f"{tuple(obs.signals.log_probs.shape)}")
+    return obs.signals.log_probs
+
+
+def _with_lookahead(obs: Observation, policy: str) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(log_probs, lookahead_log_probs), or None when the lookahead cannot exist yet."""
+    now = _log_probs(obs, policy)
+    assert obs.signals is not None  # checked by _log_probs
+    ahead = obs.signals.lookahead_log_probs
+    if ahead is None:
+        if obs.src_available == 0:
+            return None  # word j+1 has not arrived: the caller waits for it (READ)
+        raise PolicyError(f"policy {policy!r} needs Signal.LOOKAHEAD: word j+1 is available "
+                          "but signals.lookahead_log_probs is None")
+    if ahead.shape != now.shape:
+        raise PolicyError(f"policy {policy!r}: lookahead_log_probs {tuple(ahead.shape)} and "
+                          f"log_probs {tuple(now.shape)} must have the same shape (V,)")
+    return now, ahead
+
+
+def _before_model(obs: Observation, k_min: int) -> Action | None:
+    """The decision every adaptive policy makes before looking at the model, if any."""
+    check_observation(obs)
+    if obs.source_finished:
+        return Action.WRITE
+    if obs.src_read < k_min:
+        return Action.READ
+    return None
+
+
+@dataclass(frozen=True)
+class WaitIfDiff(BasePolicy):
+    """READ while one more source word would change the best next token (Cho & Esipova 2016).
+
+    WRITE iff argmax p(y | y<i, x≤j) == argmax p(y | y<i, x≤j+1). Without a lookahead
+    (word j+1 not yet received) it READs, i.e. waits for the next word.
+    """
+
+    name: ClassVar[str] = "wait-if-diff"
+    needs: ClassVar[frozenset[Signal]] = frozenset({Signal.DISTRIBUTION, Signal.LOOKAHEAD})
+
+    k_min: int = field(default=1, metadata={"help": K_MIN_HELP})  # Cho & Esipova's s0
+
+    def validate(self) -> None:
+        _check_k_min(self.k_min)
+
+    def decide(self, obs: Observation) -> Action:
+        early = _before_model(obs, self.k_min)
+        if early is not None:
+            return early
+        pair = _with_lookahead(obs, self.name)
+        if pair is None:
+            return Action.READ
+        now, ahead = pair
+        return Action.WRITE if int(now.argmax()) == int(ahead.argmax()) else Action.READ
+
+
+@dataclass(frozen=True)
+class WaitIfWorse(BasePolicy):
+    """READ while one more source word would make the current best token likelier.
+
+    Cho & Esipova 2016: with y* = argmax p(y | y<i, x≤j), READ iff
+    log p(y* | y<i, x≤j+1) > log p(y* | y<i, x≤j) (the candidate is worse now than it will
+    be), else WRITE. Without a lookahead (word j+1 not yet received) it READs.
+    """
+
+    name: ClassVar[str] = "wait-if-worse"
+    needs: ClassVar[frozenset[Signal]] = frozenset({Signal.DISTRIBUTION, Signal.LOOKAHEAD})
+
+    k_min: int = field(default=1, metadata={"help": K_MIN_HELP})  # Cho & Esipova's s0
+
+    def validate(self) -> None:
+        _check_k_min(self.k_min)
+
+    def decide(self, obs: Observation) -> Action:
+        early = _before_model(obs, self.k_min)
+        if early is not None:
+            return early
+        pair = _with_lookahead(obs, self.name)
+        if pair is None:
+            return Action.READ
+        now, ahead = pair
+        best = int(now.argmax())
+        return Action.READ if float(ahead[best]) > float(now[best]) else Action.WRITE
+
+
+@dataclass(frozen=True)
+class Confidence(BasePolicy):
+    """WRITE when the best next token's probability is at least `threshold`, else READ."""
+
+    name: ClassVar[str] = "confidence"
+    needs: ClassVar[frozenset[Signal]] = frozenset({Signal.DISTRIBUTION})
+
+    # 0.6: a majority-plus margin; sweep it for a quality-latency curve
+    threshold: float = field(default=0.6, metadata={
+        "help": "minimum probability of the best next token to WRITE (0 < p < 1)"})
+    k_min: int = field(default=1, metadata={"help": K_MIN_HELP})
+
+    def validate(self) -> None:
+        if not 0 < self.threshold < 1:
+            raise PolicyError(f"threshold must be in (0, 1) (got {self.threshold})")
+        _check_k_min(self.k_min)
+
+    def decide(self, obs: Observation) -> Action:
+        early = _before_model(obs, self.k_min)
+        if early is not None:
+            return early
+        top = float(_log_probs(obs, self.name).max().exp())
+        return Action.WRITE if top >= self.threshold else Action.READ
+
+
+@dataclass(frozen=True)
+class LocalAgreement(BasePolicy):
+    """Re-translation: commit the longest common prefix of the last n re-decodings.
+
+    LocalAgreement (Liu et al. 2020; Polák et al. 2022): the search re-decodes the source
+    prefix after each READ and commits what the last n hypotheses agree on
+    (CommitMode.RETRANSLATION). The policy only says when: READ while the source is
+    unfinished (waiting if no word is available), WRITE — the final full decode — once it is.
+    """
+
+    name: ClassVar[str] = "local-agreement"
+    mode: ClassVar[CommitMode] = CommitMode.RETRANSLATION
+
+    n: int = field(default=2, metadata={  # 2: LocalAgreement-2, the usual choice
+        "help": "hypotheses that must agree on a prefix to commit it (>= 1; 1 commits all)"})
+
+    def validate(self) -> None:
+        if self.n < 1:
+            raise PolicyError(f"n must be >= 1 (got {self.n})")
+
+    def decide(self, obs: Observation) -> Action:
+        check_observation(obs)
+        return Action.WRITE if obs.source_finished else Action.READ

@@ -1,0 +1,155 @@
+"""Serve live captions over websockets (`simulmt.v1`), the captions page and /healthz.
+
+    simulmt serve                                  # bundled model, http://127.0.0.1:8765/
+    simulmt serve --host 0.0.0.0 --token S --allowed-origins https://talks.example.org
+    simulmt serve --workers 2 --port 8701          # processes on 8701, 8702 (for nginx)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import logging
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from simulmt.server.app import CaptionServer
+from simulmt.server.config import Limits, ServerConfig
+
+from simulmt.engine import Engine
+
+logger = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    d = ServerConfig()
+    lim = Limits()
+    parser.add_argument("--host", default=d.host, help=f"address to bind (default {d.host})")
+    parser.add_argument("--port", type=int, default=d.port, help=f"port (default {d.port}; 0=any)")
+    model = parser.add_mutually_exclusive_group()
+    model.add_argument("--model", type=Path, help="model folder (default: the bundled model)")
+    model.add_argument("--tiny", action="store_true",
+                       help="a random tiny model: for tests and demos, its output is nonsense")
+    parser.add_argument("--max-sessions", type=int, default=d.max_sessions,
+                        help=f"concurrent sessions per process (default {d.max_sessions})")
+    parser.add_argument("--token", default=os.environ.get("SIMULMT_TOKEN"),
+                        help="require this token (?token= or Bearer); default $SIMULMT_TOKEN")
+    parser.add_argument("--allowed-origins", nargs="+", default=[], metavar="ORIGIN",
+                        help="browser origins allowed to connect (default: any)")
+    parser.add_argument("--max-batch", type=int, default=d.max_batch,
+                        help=f"sessions per batched model call; 1 = none (default {d.max_batch})")
+    parser.add_argument("--idle-timeout", type=float, default=lim.idle_timeout_s,
+                        help=f"close silent sessions after S s (default {lim.idle_timeout_s:g})")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="server processes on ports PORT..PORT+N-1 (put nginx in front)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads per process (default: cores / workers)")
+
+
+def config_from_args(args: argparse.Namespace, *, port: int | None = None) -> ServerConfig:
+    return ServerConfig(
+        host=args.host,
+        port=args.port if port is None else port,
+        max_sessions=args.max_sessions,
+        token=args.token or None,
+        allowed_origins=tuple(args.allowed_origins),
+        max_batch=args.max_batch,
+        limits=Limits(idle_timeout_s=args.idle_timeout),
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.workers < 1:
+        print("simulmt serve: --workers must be >= 1", file=sys.stderr)
+        return 2
+    try:
+        config = config_from_args(args)
+    except ValueError as e:
+        print(f"simulmt serve: {e}", file=sys.stderr)
+        return 2
+    if args.workers > 1:
+        return _supervise(args)
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    load: Callable[[], Engine]
+    if args.tiny:
+        load, name = functools.partial(Engine.tiny, 0), "tiny-0"
+    else:
+        load, name = functools.partial(Engine.load, args.model), str(args.model or "default")
+    return asyncio.run(_serve(config, load, name))
+
+
+async def _serve(config: ServerConfig, load: Callable[[], Engine], name: str) -> int:
+    if not logger.isEnabledFor(logging.DEBUG):  # one line per connection is noise at 100s
+        logging.getLogger("websockets.server").setLevel(logging.WARNING)
+    server = CaptionServer(config, load=load, model_name=name)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await server.start()
+    except OSError as e:
+        print(f"simulmt serve: cannot listen on {config.host}:{config.port}: {e}", file=sys.stderr)
+        return 1
+    ready = asyncio.create_task(server.wait_ready())
+    await asyncio.wait({ready, asyncio.create_task(stop.wait())}, return_when="FIRST_COMPLETED")
+    if ready.done() and ready.exception() is not None:
+        print(f"simulmt serve: model failed to load: {ready.exception()}", file=sys.stderr)
+        await server.stop()
+        return 1
+    if ready.done():
+        host = f"[{config.host}]" if ":" in config.host else config.host
+        print(
+            f"serving {server.model_name} on http://{host}:{server.port}/ "
+            f"(websocket ws://{host}:{server.port}/ws, instance {server.instance})",
+            flush=True,
+        )
+    await stop.wait()
+    await server.stop()
+    return 0
+
+
+def _supervise(args: argparse.Namespace) -> int:
+    """Run `--workers N` child processes on consecutive ports; forward SIGTERM/SIGINT to them."""
+    threads = args.threads or max(1, (os.cpu_count() or 1) // args.workers)
+    base = [sys.executable, "-m", "simulmt.cli"] + (["-v"] if args.verbose else []) + ["serve"]
+    env = dict(os.environ)
+    if args.token:
+        env["SIMULMT_TOKEN"] = args.token  # not on the command line, where `ps` shows it
+    children = [
+        subprocess.Popen(base + _child_args(args, port=args.port + i, threads=threads), env=env)
+        for i in range(args.workers)
+    ]
+    print(f"started {args.workers} servers on ports {args.port}..{args.port + args.workers - 1}",
+          flush=True)
+
+    def forward(signum: int, _frame: object) -> None:
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    codes = [child.wait() for child in children]
+    return max(codes, key=abs)
+
+
+def _child_args(args: argparse.Namespace, *, port: int, threads: int) -> list[str]:
+    out = ["--host", args.host, "--port", str(port), "--max-sessions", str(args.max_sessions),
+           "--max-batch", str(args.max_batch), "--idle-timeout", str(args.idle_timeout),
+           "--threads", str(threads)]
+    if args.tiny:
+        out.append("--tiny")
+    elif args.model is not None:
+        out += ["--model", str(args.model)]
+    if args.allowed_origins:
+        out += ["--allowed-origins", *args.allowed_origins]
+    return out  # the token goes through the environment, not the process list

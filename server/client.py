@@ -1,0 +1,148 @@
+"""Stream text to a captioning server and show live captions; write WebVTT/SRT from finals.
+
+    simulmt client talk.de.txt --url ws://127.0.0.1:8765/ws --policy wait-k:k=3 --vtt talk.vtt
+    echo "Ich habe gestern einen Brief geschrieben ." | simulmt client - --rate 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from simulmt.server.protocol import JsonDict
+from simulmt.server.stream import StreamLog, run_stream
+from simulmt.server.subtitles import build_cues, to_srt, to_webvtt
+
+DIM, RESET, CLEAR_LINE = "\x1b[2m", "\x1b[0m", "\r\x1b[K"
+DEFAULT_URL = "ws://127.0.0.1:8765/ws"
+
+
+def render_live(committed: str, tentative: str, *, width: int, color: bool) -> str:
+    """One terminal line: committed text, then the tentative tail (dim); the newest end if long."""
+    committed, tentative = committed.strip(), tentative.strip()
+    tail = (" " if committed and tentative else "") + tentative
+    room = max(2, width - 1)  # the last column would wrap on some terminals
+    if len(committed) + len(tail) > room:
+        drop = len(committed) + len(tail) - (room - 1)  # characters cut, "…" takes one more
+        if drop <= len(committed):
+            committed = "…" + committed[drop:]
+        else:
+            tail, committed = tail[drop - len(committed) :], "…"
+    if color and tail:
+        return f"{committed}{DIM}{tail}{RESET}"
+    return committed + tail
+
+
+@dataclass
+class LiveView:
+    """Prints captions as messages arrive: a live line when `live`, else finals only."""
+
+    out: TextIO
+    live: bool  # a terminal: redraw one line with \r
+    width: int = 80
+    committed: dict[int, str] = field(default_factory=dict)
+    tentative: str = ""
+
+    def __call__(self, message: JsonDict) -> None:
+        kind = message.get("type")
+        if kind == "partial":
+            sid = message["sentence_id"]
+            self.committed[sid] = self.committed.get(sid, "") + message["committed_delta"]
+            self.tentative = message["tentative"]
+            if self.live:
+                text = self.committed[sid]
+                line = render_live(text, self.tentative, width=self.width, color=True)
+                self.out.write(CLEAR_LINE + line)
+        elif kind == "final":
+            self.tentative = ""
+            self.out.write((CLEAR_LINE if self.live else "") + message["text"] + "\n")
+        elif kind == "error":
+            print(f"server error {message['code']}: {message['message']}", file=sys.stderr)
+        self.out.flush()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", nargs="?", default="-", help="source text file, or - for stdin")
+    parser.add_argument("--url", default=DEFAULT_URL, help=f"server URL (default {DEFAULT_URL})")
+    parser.add_argument("--policy", default=None, help="policy spec, e.g. wait-k:k=3")
+    parser.add_argument("--beam", type=int, default=1, help="beam size (default 1)")
+    parser.add_argument(
+        "--rate", type=float, default=2.5, help="source words per second (default 2.5; 0 = max)"
+    )
+    parser.add_argument("--token", default=os.environ.get("SIMULMT_TOKEN"),
+                        help="server token (default: $SIMULMT_TOKEN)")
+    parser.add_argument("--vtt", type=Path, help="write WebVTT captions here")
+    parser.add_argument("--srt", type=Path, help="write SRT captions here")
+
+
+async def _stdin_words() -> AsyncIterator[str]:
+    while line := await asyncio.to_thread(sys.stdin.readline):
+        for word in line.split():
+            yield word
+
+
+async def _file_words(path: Path) -> AsyncIterator[str]:
+    for word in path.read_text(encoding="utf-8").split():
+        yield word
+
+
+def _words(source: str, rate: float) -> AsyncIterator[str]:
+    words = _stdin_words() if source == "-" else _file_words(Path(source))
+    return _pace(words, rate)
+
+
+async def _pace(words: AsyncIterator[str], rate: float) -> AsyncIterator[str]:
+    """At most `rate` words per second (0 = no limit); a live stdin is never read ahead."""
+    next_at = time.monotonic()
+    async for word in words:
+        if rate > 0:
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            next_at = max(time.monotonic(), next_at) + 1 / rate
+        yield word
+
+
+def write_captions(log: StreamLog, *, vtt: Path | None, srt: Path | None) -> int:
+    cues = build_cues(log.timed_sentences())
+    if vtt is not None:
+        vtt.write_text(to_webvtt(cues), encoding="utf-8")
+    if srt is not None:
+        srt.write_text(to_srt(cues), encoding="utf-8")
+    return len(cues)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.file != "-" and not Path(args.file).is_file():
+        print(f"simulmt client: no such file: {args.file}", file=sys.stderr)
+        return 2
+    if args.rate < 0:
+        print("simulmt client: --rate must be >= 0 words per second", file=sys.stderr)
+        return 2
+    view = LiveView(sys.stdout, live=sys.stdout.isatty(), width=shutil.get_terminal_size().columns)
+    try:
+        log = asyncio.run(
+            run_stream(args.url, _words(args.file, args.rate), policy=args.policy,
+                       beam=args.beam, token=args.token, on_message=view)
+        )
+    except (OSError, TimeoutError) as e:
+        print(f"simulmt client: cannot reach {args.url}: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:  # e.g. InvalidStatus for 401/403/503 at the handshake
+        print(f"simulmt client: {e}", file=sys.stderr)
+        return 1
+    if args.vtt or args.srt:
+        n = write_captions(log, vtt=args.vtt, srt=args.srt)
+        print(f"wrote {n} cues", file=sys.stderr)
+    ok = log.close_code == 1000 and not any(e.get("fatal") for e in log.errors)
+    if not ok:
+        print(f"simulmt client: closed with {log.close_code} {log.close_reason}", file=sys.stderr)
+    return 0 if ok else 1

@@ -1,0 +1,63 @@
+"""Configuration of the captioning server: one frozen dataclass, defaults with their reasons."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+PROTOCOL = "simulmt.v1"  # the protocol name a client's `start` must carry
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-session input limits, announced to the client in the `session` message."""
+
+    max_message_bytes: int = 64 * 1024  # a spoken minute is < 2 KiB of text; 64 KiB is paste-size
+    max_word_chars: int = 100  # longer "words" are garbage (base64, URLs) and blow up subwords
+    max_sentence_words: int = 200  # the model's positions are finite; ASR sentences are < 100
+    idle_timeout_s: float = 300.0  # a silent client for 5 min holds a slot for nothing
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if value <= 0:
+                raise ValueError(f"Limits.{name} must be > 0, got {value!r}")
+
+    def as_dict(self) -> dict[str, float | int]:
+        return dict(asdict(self))
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = "127.0.0.1"  # loopback unless asked: the server has no TLS of its own
+    port: int = 8765  # 0 = any free port (tests)
+    max_sessions: int = 200  # the load goal is >= 100 concurrent sessions on 2 cores
+    token: str | None = None  # shared secret; None = no authentication
+    allowed_origins: tuple[str, ...] = ()  # browser Origin values allowed; () = any origin
+    limits: Limits = field(default_factory=Limits)
+    max_batch: int = 64  # sessions advanced in one batched call; 1 = one session at a time
+    # transport cap: frames above this are cut by websockets itself (1009, no `error` first)
+    hard_max_bytes: int = 1024 * 1024
+    outbox_high_water: int = 256  # stop reading a client's input while this many msgs are unsent
+    ping_interval_s: float | None = 20.0  # keeps nginx's 60 s proxy_read_timeout from cutting us
+    ping_timeout_s: float | None = 20.0  # a peer that misses a pong this long is dead
+    shutdown_timeout_s: float = 10.0  # SIGTERM: time open sessions get to finish their sentences
+    default_policy: str = "wait-k:k=3"  # used when `start` names no policy
+    max_beam: int = 8  # beam cost grows linearly; 8 is plenty for captions
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be in 0..65535, got {self.port}")
+        if self.max_sessions < 1:
+            raise ValueError(f"max_sessions must be >= 1, got {self.max_sessions}")
+        if self.max_batch < 1:
+            raise ValueError(f"max_batch must be >= 1, got {self.max_batch}")
+        if self.max_beam < 1:
+            raise ValueError(f"max_beam must be >= 1, got {self.max_beam}")
+        if self.hard_max_bytes < self.limits.max_message_bytes:
+            raise ValueError(
+                f"hard_max_bytes ({self.hard_max_bytes}) must be >= "
+                f"limits.max_message_bytes ({self.limits.max_message_bytes})"
+            )
+        if self.outbox_high_water < 1:
+            raise ValueError(f"outbox_high_water must be >= 1, got {self.outbox_high_water}")
+        if self.token == "":
+            raise ValueError("token must be a non-empty string or None")

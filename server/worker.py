@@ -1,0 +1,257 @@
+"""The model worker: one thread owns the engine and every Session; the event loop never computes.
+
+Connections hand it operations (`feed` words, `end_source`) for their stream. The thread
+takes all streams with pending operations (up to `max_batch`), applies the operations, and
+advances those sessions together with one batched `advance` call (cross-session batching),
+then posts each stream's updates back to the event loop with `call_soon_threadsafe`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from simulmt.server.protocol import ProtocolError, SentenceCounter
+
+from simulmt.engine import Engine
+from simulmt.search.options import SearchOptions
+from simulmt.session import Session, advance
+from simulmt.updates import Update
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class OpKind(enum.Enum):
+    FEED = "feed"  # append words to the source stream
+    END_SOURCE = "end_source"  # the current sentence's source is complete
+
+
+@dataclass(frozen=True)
+class Op:
+    kind: OpKind
+    words: tuple[str, ...] = ()
+    marker: object = None  # handed back with the updates once this op has been advanced
+
+
+@dataclass(frozen=True)
+class Delivery:
+    updates: list[Update]
+    markers: list[object]  # markers of the ops applied before these updates were computed
+    rejected: list[ProtocolError] = field(default_factory=list)  # FEED ops dropped whole
+    error: BaseException | None = None  # the session failed; it cannot go on
+
+
+@dataclass
+class Stream:
+    """A connection's handle on its session; only the worker thread touches `session`."""
+
+    session: Session
+    counter: SentenceCounter  # the open sentence's size, checked before words reach the model
+    deliver: Callable[[Delivery], None]  # called on the event loop
+    ops: list[Op] = field(default_factory=list)  # guarded by the worker's lock
+
+
+@dataclass
+class WorkerStats:
+    batches: int = 0
+    sessions_advanced: int = 0  # sum of batch sizes
+    busy_s: float = 0.0  # time spent in advance()
+    max_batch: int = 0  # the most sessions advanced together so far
+
+    @property
+    def mean_batch(self) -> float:
+        return self.sessions_advanced / self.batches if self.batches else 0.0
+
+
+class Worker:
+    def __init__(self, load: Callable[[], Engine], *, max_batch: int) -> None:
+        self._load = load
+        self.max_batch = max_batch
+        self.engine: Engine | None = None
+        self.load_error: BaseException | None = None
+        self.stats = WorkerStats()
+        self._cond = threading.Condition()
+        self._pending: dict[int, Stream] = {}  # id(stream) -> stream, FIFO by first submit
+        self._calls: list[Callable[[Engine], None]] = []
+        self._stopping = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._loaded = threading.Event()
+
+    # ---- event-loop side ----
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._thread = threading.Thread(target=self._main, name="simulmt-worker", daemon=True)
+        self._thread.start()
+
+    async def wait_loaded(self) -> Engine:
+        """Wait for the model; raise what loading raised."""
+        await asyncio.to_thread(self._loaded.wait)
+        if self.load_error is not None:
+            raise self.load_error
+        assert self.engine is not None
+        return self.engine
+
+    async def call(self, fn: Callable[[Engine], T]) -> T:
+        """Run `fn(engine)` on the worker thread (e.g. build a Session) and return its result."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+
+        def job(engine: Engine) -> None:
+            try:
+                result: Any = fn(engine)
+            except Exception as exc:  # handed to the caller, who reports it
+                self._post(_set_exception, future, exc)
+            else:
+                self._post(_set_result, future, result)
+
+        with self._cond:
+            self._calls.append(job)
+            self._cond.notify()
+        return await future
+
+    def submit(self, stream: Stream, op: Op) -> None:
+        with self._cond:
+            stream.ops.append(op)
+            self._pending.setdefault(id(stream), stream)
+            self._cond.notify()
+
+    def discard(self, stream: Stream) -> None:
+        with self._cond:
+            self._pending.pop(id(stream), None)
+            stream.ops.clear()
+
+    def pending_count(self) -> int:
+        with self._cond:
+            return len(self._pending)
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
+
+    # ---- worker-thread side ----
+    def _post(self, fn: Callable[..., None], *args: Any) -> None:
+        assert self._loop is not None
+        try:
+            self._loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:  # the loop is closed: nobody is listening any more
+            logger.debug("event loop closed; dropped a worker result")
+
+    def _main(self) -> None:
+        try:
+            self.engine = self._load()
+        except BaseException as exc:  # reported by wait_loaded(), and by /healthz
+            self.load_error = exc
+            logger.error("model failed to load: %s", exc)
+            return
+        finally:
+            self._loaded.set()
+        while True:
+            with self._cond:
+                while not (self._pending or self._calls or self._stopping):
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                calls, self._calls = self._calls, []
+                batch = self._take_batch()
+            for job in calls:
+                job(self.engine)
+            if batch:
+                self._advance(self.engine, batch)
+
+    def _take_batch(self) -> list[tuple[Stream, list[Op]]]:
+        batch = []
+        for key in list(self._pending)[: self.max_batch]:
+            stream = self._pending.pop(key)
+            batch.append((stream, stream.ops))
+            stream.ops = []
+        return batch
+
+    def _advance(self, engine: Engine, batch: list[tuple[Stream, list[Op]]]) -> None:
+        results: dict[int, list[Update] | BaseException] = {}
+        rejected: dict[int, list[ProtocolError]] = {}
+        live: list[Stream] = []
+        for stream, ops in batch:
+            try:
+                rejected[id(stream)] = _apply(engine, stream, ops)
+                live.append(stream)
+            except Exception as exc:  # a bad op breaks its own session only
+                logger.exception("session rejected its input")
+                results[id(stream)] = exc
+        t0 = time.perf_counter()
+        try:
+            outs: list[list[Update] | BaseException] = list(
+                advance(engine, [s.session for s in live])
+            )
+        except Exception:
+            logger.exception("batched advance of %d sessions failed; retrying each", len(live))
+            outs = [self._advance_alone(engine, s) for s in live]
+        results.update({id(s): out for s, out in zip(live, outs, strict=True)})
+        self.stats.busy_s += time.perf_counter() - t0
+        self.stats.batches += 1
+        self.stats.sessions_advanced += len(live)
+        self.stats.max_batch = max(self.stats.max_batch, len(live))
+        for stream, ops in batch:
+            markers = [op.marker for op in ops if op.marker is not None]
+            result = results[id(stream)]
+            dropped = rejected.get(id(stream), [])
+            if isinstance(result, BaseException):
+                self._post(stream.deliver, Delivery([], markers, dropped, error=result))
+            else:
+                self._post(stream.deliver, Delivery(result, markers, dropped))
+
+    @staticmethod
+    def _advance_alone(engine: Engine, stream: Stream) -> list[Update] | BaseException:
+        try:
+            return advance(engine, [stream.session])[0]
+        except Exception as exc:  # this session is broken; its neighbours are not
+            logger.exception("session failed")
+            return exc
+
+
+def _apply(engine: Engine, stream: Stream, ops: list[Op]) -> list[ProtocolError]:
+    """Hand the ops to the session; a FEED that would make its sentence too long is dropped."""
+    rejected = []
+    for op in ops:
+        if op.kind is OpKind.FEED:
+            try:
+                stream.counter.admit(op.words, lambda w: _token_count(engine, w))
+            except ProtocolError as e:
+                rejected.append(e)
+                continue
+            stream.session.feed(" ".join(op.words))
+        else:
+            stream.counter.flush()
+            stream.session.end_source()
+    return rejected
+
+
+def _token_count(engine: Engine, word: str) -> int:
+    return len(engine.tokenizer.encode_word(word, first=False))
+
+
+def max_source_tokens(engine: Engine, options: SearchOptions) -> int:
+    """Source tokens a sentence may have: its translation (cut at ratio*|x|+extra tokens)
+    must still fit the decoder's positions."""
+    max_len = engine.model.cfg.max_len
+    return max(1, int((max_len - options.max_len_extra) / options.max_len_ratio))
+
+
+def _set_result(future: asyncio.Future[Any], value: object) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+def _set_exception(future: asyncio.Future[Any], exc: BaseException) -> None:
+    if not future.done():
+        future.set_exception(exc)

@@ -1,0 +1,3 @@
+"""simulmt: streaming simultaneous machine translation."""
+
+__version__ = "0.1.0"

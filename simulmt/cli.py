@@ -1,0 +1,40 @@
+"""Command-line entry point: `simulmt <command> …`. Subcommands live in their own modules."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+# command name -> module with `add_arguments(parser)` and `run(args) -> int`
+COMMANDS: dict[str, str] = {
+    "data": "simulmt.data.cli",
+    "train": "simulmt.train.cli",
+    "policies": "simulmt.policies.cli",
+    "eval": "simulmt.eval.cli",
+    "plot": "simulmt.eval.plot_cli",
+    "serve": "simulmt.server.cli",
+    "client": "simulmt.server.client",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="simulmt", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, module_name in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        p = sub.add_parser(name, help=(module.__doc__ or "").strip().splitlines()[0])
+        module.add_arguments(p)
+        p.set_defaults(_module=module)
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    return int(args._module.run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""Build the German–English corpus (`data build`) and its sentencepiece model (`data tokenizer`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from simulmt.data.build import BuildConfig, BuildError, Lang, build_corpus
+from simulmt.data.corpus import iter_split_side
+from simulmt.data.sources import SOURCES, parse_sources
+from simulmt.data.split import SplitConfig
+from simulmt.data.tokenizer import ModelType, TokenizerError, round_trip_count, train_tokenizer
+
+logger = logging.getLogger(__name__)
+DEFAULT_CACHE = Path("cache/raw")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="data_command", required=True)
+    build = sub.add_parser("build", help="download packages and build train/dev/test files")
+    build.add_argument("--src", default="de", help="source language: de or en (default de)")
+    build.add_argument("--tgt", default="en", help="target language: en or de (default en)")
+    build.add_argument("--out", type=Path, required=True, help="output folder")
+    build.add_argument("--sources", default=None,
+                       help=f"comma-separated subset of: {', '.join(SOURCES)} (default all)")
+    build.add_argument("--cache", type=Path, default=DEFAULT_CACHE,
+                       help=f"download/extraction cache (default {DEFAULT_CACHE})")
+    build.add_argument("--min-heldout", type=int, default=SplitConfig.min_heldout_pairs,
+                       help="fewest pairs dev and test must each have (default 1000)")
+    build.add_argument("--heldout-fraction", type=float, default=SplitConfig.heldout_fraction,
+                       help="share of each source held out for dev and for test (default 0.03)")
+    build.add_argument("--no-progress", action="store_true", help="no progress bars")
+    tok = sub.add_parser("tokenizer", help="train a joint sentencepiece model on the train split")
+    tok.add_argument("--data", type=Path, required=True, help="corpus folder from `data build`")
+    tok.add_argument("--out", type=Path, default=None, help="model folder (default: --data)")
+    tok.add_argument("--vocab-size", type=int, default=8000, help="joint vocabulary (default 8000)")
+    tok.add_argument("--model-type", default="unigram",
+                     help=f"one of {', '.join(m.value for m in ModelType)} (default unigram)")
+    tok.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    tok.add_argument("--separate", action="store_true",
+                     help="one model per language in OUT/spm-LANG/ instead of one joint model")
+
+
+def _lang(value: str, flag: str) -> Lang:
+    try:
+        return Lang(value)
+    except ValueError:
+        raise BuildError(f"{flag} {value!r} is not supported; accepted: "
+                         f"{', '.join(lang.value for lang in Lang)}") from None
+
+
+def _table(manifest: dict[str, Any]) -> str:
+    header = f"{'source':<12} {'train':>8} {'dev':>7} {'test':>7}  package"
+    rows = [header, "-" * len(header)]
+    for name, info in manifest["sources"].items():
+        package = info["package"] if len(info["package"]) < 60 else info["package"][:57] + "..."
+        rows.append(f"{name:<12} {info['train']:>8} {info['dev']:>7} {info['test']:>7}  {package}")
+    s = manifest["splits"]
+    rows.append(f"{'total':<12} {s['train']:>8} {s['dev']:>7} {s['test']:>7}")
+    return "\n".join(rows)
+
+
+def _run_build(args: argparse.Namespace) -> int:
+    start = time.monotonic()
+    config = BuildConfig(out=args.out, cache=args.cache, sources=tuple(parse_sources(args.sources)),
+                         src=_lang(args.src, "--src"), tgt=_lang(args.tgt, "--tgt"),
+                         split=SplitConfig(heldout_fraction=args.heldout_fraction,
+                                           min_heldout_pairs=args.min_heldout),
+                         progress=not args.no_progress)
+    manifest = build_corpus(config)
+    print(_table(manifest))
+    print(f"wrote {args.out} in {time.monotonic() - start:.0f} s")
+    return 0
+
+
+def _train_one(args: argparse.Namespace, langs: list[str], out: Path) -> str:
+    texts = [line for lang in langs for line in iter_split_side(args.data, "train", lang)]
+    path = train_tokenizer(texts, out, vocab_size=args.vocab_size, model_type=args.model_type,
+                           seed=args.seed)
+    dev = [line for lang in langs for line in iter_split_side(args.data, "dev", lang)]
+    exact = round_trip_count(path, dev)
+    return f"wrote {path}; dev round trip decode(encode(s)) == s: {exact}/{len(dev)}"
+
+
+def _run_tokenizer(args: argparse.Namespace) -> int:
+    if args.model_type not in {m.value for m in ModelType}:
+        raise TokenizerError(f"--model-type {args.model_type!r} is not supported; accepted: "
+                             f"{', '.join(m.value for m in ModelType)}")
+    manifest_path = args.data / "manifest.json"
+    if not manifest_path.is_file():
+        raise FileNotFoundError(f"{manifest_path} does not exist; build the corpus first with "
+                                "`simulmt data build --out DIR`")
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    langs = [manifest["src"], manifest["tgt"]]
+    out = args.out or args.data
+    if args.separate:
+        for lang in langs:
+            print(_train_one(args, [lang], out / f"spm-{lang}"))
+    else:
+        print(_train_one(args, langs, out))
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if args.data_command == "build":
+            return _run_build(args)
+        return _run_tokenizer(args)
+    except (BuildError, TokenizerError, ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2

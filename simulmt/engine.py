@@ -1,0 +1,154 @@
+"""The engine: one loaded model + tokenizer shared by every session (weights only, no stream state)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import torch
+
+from simulmt.data.tokenizer import Tokenizer, train_tokenizer
+from simulmt.model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
+from simulmt.model.config import ModelConfig
+from simulmt.model.state import SourceState
+from simulmt.model.transformer import SimulTransformer
+from simulmt.search.step import StepRequest, StepResult, run_step
+
+log = logging.getLogger(__name__)
+MODEL_FILE = "model.pt"
+TOKENIZER_FILE = "spm.model"
+
+
+def default_model_dir() -> Path:
+    """The bundled de→en model shipped inside the package."""
+    return Path(str(resources.files("simulmt") / "models" / "de-en"))
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    src: str
+    tgt: str
+    parameters: int
+
+
+class Engine:
+    """Holds the weights; all per-stream state lives in `StreamState`s owned by sessions."""
+
+    def __init__(self, model: SimulTransformer, tokenizer: Tokenizer, info: ModelInfo) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.info = info
+        self.compute_ms = 0.0  # total model time spent by this engine
+
+    # ---- loading ---------------------------------------------------------------------
+    @classmethod
+    def load(cls, model_dir: Path | None = None) -> Engine:
+        """Load a model folder (model.pt + spm.model); None loads the bundled default."""
+        folder = Path(model_dir) if model_dir is not None else default_model_dir()
+        ckpt = folder / MODEL_FILE if folder.is_dir() else folder
+        if not ckpt.exists():
+            raise CheckpointError(f"no model at {folder}: expected a folder with {MODEL_FILE} and {TOKENIZER_FILE}")
+        data = load_checkpoint(ckpt)
+        model = model_from_checkpoint(ckpt, data)
+        tok_path = ckpt.parent / TOKENIZER_FILE
+        tokenizer = Tokenizer.from_bytes(data["tokenizer"]) if "tokenizer" in data else Tokenizer.load(tok_path)
+        if tokenizer.vocab_size != model.cfg.vocab_size:
+            raise CheckpointError(
+                f"{ckpt}: tokenizer has {tokenizer.vocab_size} pieces, model expects {model.cfg.vocab_size}"
+            )
+        meta = dict(data.get("meta", {}))
+        info = ModelInfo(
+            name=str(meta.get("name", folder.name)),
+            src=str(meta.get("src", "de")),
+            tgt=str(meta.get("tgt", "en")),
+            parameters=model.num_parameters(),
+        )
+        log.info("loaded %s (%s→%s, %.1fM parameters)", info.name, info.src, info.tgt, info.parameters / 1e6)
+        return cls(model, tokenizer, info)
+
+    @classmethod
+    def tiny(cls, seed: int = 0, *, train_steps: int = 60) -> Engine:
+        """A small model with a tokenizer trained on a bundled toy corpus of 30 sentence pairs,
+        itself trained for `train_steps` multi-path wait-k steps on it (so it writes words and
+        ends sentences); deterministic for a seed. For tests and development only."""
+        tokenizer = _tiny_tokenizer()
+        model = _tiny_model(seed, train_steps)
+        return cls(model, tokenizer, ModelInfo(f"tiny-{seed}", "de", "en", model.num_parameters()))
+
+    # ---- model work (called from one thread at a time) -------------------------------
+    @torch.no_grad()
+    def encode(self, source: SourceState, words: Sequence[str]) -> None:
+        """Append `words` to the stream's source: tokenize, run the causal encoder over only the
+        new tokens, and grow the cross-attention K/V cache."""
+        start = time.perf_counter()
+        new: list[int] = []
+        for w in words:
+            new += self.tokenizer.encode_word(w, first=not source.ids and not new)
+            source.ends.append(len(source.ids) + len(new))
+        if new:
+            if len(source.ids) + len(new) > self.model.cfg.max_len:
+                raise ValueError(f"sentence longer than {self.model.cfg.max_len} tokens")
+            ids = torch.tensor([new], dtype=torch.long)  # (1, n)
+            memory, source.enc_kv = self.model.encode(ids, past=source.enc_kv, start=len(source.ids))
+            cross = self.model.cross_kv(memory)  # per layer (1, H, n, dh)
+            if source.cross_kv is None:
+                source.cross_kv = cross
+            else:
+                source.cross_kv = [
+                    (torch.cat([k0, k1], dim=2), torch.cat([v0, v1], dim=2))
+                    for (k0, v0), (k1, v1) in zip(source.cross_kv, cross)
+                ]
+            source.ids += new
+        self.compute_ms += (time.perf_counter() - start) * 1000
+
+    def step(self, requests: Sequence[StepRequest]) -> list[StepResult]:
+        start = time.perf_counter()
+        out = run_step(self.model, requests)
+        self.compute_ms += (time.perf_counter() - start) * 1000
+        return out
+
+
+@functools.lru_cache(maxsize=1)
+def _tiny_tokenizer() -> Tokenizer:
+    lines = [side for pair in _tiny_pairs() for side in pair]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = train_tokenizer(lines, Path(tmp), vocab_size=200, seed=0)
+        return Tokenizer.load(path)
+
+
+def _tiny_pairs() -> list[tuple[str, str]]:
+    text = (resources.files("simulmt") / "assets" / "tiny.tsv").read_text(encoding="utf-8")
+    return [(row.split("\t")[0], row.split("\t")[1]) for row in text.splitlines() if row]
+
+
+@functools.lru_cache(maxsize=4)
+def _tiny_model(seed: int, train_steps: int) -> SimulTransformer:
+    from simulmt.train.batches import collate, make_examples
+
+    tok = _tiny_tokenizer()
+    g = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    cfg = ModelConfig(
+        vocab_size=tok.vocab_size, d_model=32, n_heads=4, enc_layers=2, dec_layers=2,
+        d_ff=64, dropout=0.0, max_len=512,
+    )
+    model = SimulTransformer(cfg)
+    ids = [(tok.encode(s), tok.encode(t)) for s, t in _tiny_pairs()]
+    examples = make_examples(ids, tok.is_word_start, max_len=100)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(train_steps):
+        k = int(torch.randint(0, 5, (1,), generator=g))  # 0 = full sentence
+        batch = collate(examples, k)
+        logits = model(batch.src, batch.tgt_in, batch.vis)  # (B, T, V)
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=0)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return model.eval()

@@ -1,0 +1,74 @@
+"""Checkpoint files: plain dicts of tensors and primitives, loadable with weights_only=True."""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from simulmt.model.config import ModelConfig
+from simulmt.model.transformer import SimulTransformer
+
+log = logging.getLogger(__name__)
+FORMAT = "simulmt-checkpoint-v1"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that is missing, corrupt, truncated or does not fit the model."""
+
+
+def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
+    """Write atomically (temp file + rename) so a crash never leaves a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    torch.save({"format": FORMAT, **payload}, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, OSError) as e:
+        raise CheckpointError(f"checkpoint {path} is corrupt or truncated: {e}") from e
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise CheckpointError(
+            f"{path} is not a simulmt checkpoint (expected a dict with format={FORMAT!r})"
+        )
+    for key in ("model_config", "model"):
+        if key not in data:
+            raise CheckpointError(f"checkpoint {path} has no {key!r} entry")
+    return data
+
+
+def model_from_checkpoint(path: Path, data: dict[str, Any] | None = None) -> SimulTransformer:
+    """Build the model described by a checkpoint and load its weights (as float32)."""
+    data = data if data is not None else load_checkpoint(path)
+    try:
+        cfg = ModelConfig.from_dict(dict(data["model_config"]))
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"checkpoint {path} has a bad model_config: {e}") from e
+    model = SimulTransformer(cfg)
+    state = {k: v.float() if v.is_floating_point() else v for k, v in data["model"].items()}
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as e:
+        raise CheckpointError(f"checkpoint {path} does not match its model_config: {e}") from e
+    return model.eval()
+
+
+def average_state_dicts(paths: list[Path]) -> dict[str, torch.Tensor]:
+    """Element-wise mean of the model weights of several checkpoints (checkpoint averaging)."""
+    if not paths:
+        raise ValueError("average_state_dicts needs at least one checkpoint")
+    total: dict[str, torch.Tensor] = {}
+    for p in paths:
+        for k, v in load_checkpoint(p)["model"].items():
+            total[k] = total[k] + v.double() if k in total else v.double()
+    return {k: (v / len(paths)).float() for k, v in total.items()}

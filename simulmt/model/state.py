@@ -1,0 +1,120 @@
+"""Per-stream state: everything that belongs to one stream lives here, never on a module.
+
+`SourceState` holds the encoded source (token ids, word ends, the encoder's self-attention
+K/V cache and the decoder's cross-attention K/V over it). `BeamState` holds the hypotheses
+(tokens, scores, decoder self-attention cache, attention coverage, completed hypotheses).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from simulmt.model.layers import KV
+from simulmt.search.offline import BOS_ID
+
+
+@dataclass
+class SourceState:
+    ids: list[int] = field(default_factory=list)  # encoded source tokens (read or not yet read)
+    ends: list[int] = field(default_factory=list)  # tokens after each encoded word
+    enc_kv: list[KV] | None = None  # per encoder layer: (1, H, S, dh) each
+    cross_kv: list[KV] | None = None  # per decoder layer: (1, H, S, dh) each
+
+    def visible(self, words_read: int) -> int:
+        """Source tokens the decoder may attend to after reading `words_read` words."""
+        return self.ends[words_read - 1] if words_read > 0 else 0
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    tokens: tuple[int, ...]  # target ids without BOS/EOS
+    log_prob: float  # sum of token log-probabilities (EOS included)
+    score: float  # after the search's length/coverage scoring
+    attention_sum: tuple[float, ...] = ()  # accumulated cross-attention per source token
+
+
+@dataclass
+class BeamState:
+    tokens: torch.Tensor  # (Bm, T) BOS + target tokens, best hypothesis first
+    token_lp: torch.Tensor  # (Bm, T-1) log-probability of each target token
+    self_kv: list[KV] | None = None  # per decoder layer: (Bm, H, T-1, dh), states of tokens[:, :-1]
+    attn: torch.Tensor | None = None  # (Bm, T-1, S) cross-attention per token (coverage penalty)
+    complete: list[Hypothesis] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, prefix: list[int] | None = None) -> BeamState:
+        ids = [BOS_ID, *(prefix or [])]
+        tokens = torch.tensor([ids], dtype=torch.long)  # (1, T)
+        return cls(tokens=tokens, token_lp=torch.zeros(1, len(ids) - 1))
+
+    @property
+    def scores(self) -> torch.Tensor:
+        return self.token_lp.sum(dim=1)  # (Bm,)
+
+    @property
+    def size(self) -> int:
+        return int(self.tokens.shape[0])
+
+    @property
+    def length(self) -> int:
+        """Target tokens (without BOS) of every active hypothesis."""
+        return int(self.tokens.shape[1]) - 1
+
+    def cached(self) -> int:
+        return 0 if self.self_kv is None else int(self.self_kv[0][0].shape[2])
+
+    def best(self) -> list[int]:
+        """Tokens of the best active hypothesis (the best complete one if none is active)."""
+        if self.size == 0:
+            return list(max(self.complete, key=lambda h: h.score).tokens) if self.complete else []
+        return self.tokens[0, 1:].tolist()
+
+
+def reorder(beam: BeamState, index: torch.Tensor) -> None:
+    """Keep hypotheses `index` (Bm',) in that order, with their caches."""
+    beam.tokens = beam.tokens.index_select(0, index)  # (Bm', T)
+    beam.token_lp = beam.token_lp.index_select(0, index)  # (Bm', T-1)
+    if beam.self_kv is not None:
+        beam.self_kv = [(k.index_select(0, index), v.index_select(0, index)) for k, v in beam.self_kv]
+    if beam.attn is not None:
+        beam.attn = beam.attn.index_select(0, index)  # (Bm', T-1, S)
+
+
+def truncate(beam: BeamState, n: int) -> None:
+    """Drop target tokens after the first n (tentative tokens); keeps the caches consistent.
+    Hypotheses that become identical are merged (the best-scoring copy is kept)."""
+    if n >= beam.length:
+        return
+    beam.tokens = beam.tokens[:, : n + 1]  # (Bm, n+1)
+    beam.token_lp = beam.token_lp[:, :n]  # (Bm, n)
+    if beam.attn is not None:
+        beam.attn = beam.attn[:, :n]  # (Bm, n, S)
+    if beam.self_kv is not None:
+        beam.self_kv = [(k[:, :, :n], v[:, :, :n]) for k, v in beam.self_kv]  # (Bm, H, n, dh)
+    keep: dict[tuple[int, ...], int] = {}
+    for i, row in enumerate(beam.tokens.tolist()):
+        keep.setdefault(tuple(row), i)
+    reorder(beam, torch.tensor(sorted(keep.values()), dtype=torch.long))
+
+
+@dataclass
+class StreamState:
+    """The decoding state of one stream's current sentence."""
+
+    source: SourceState = field(default_factory=SourceState)
+    beam: BeamState = field(default_factory=BeamState.start)
+    words_read: int = 0  # source words the policy has READ (the decoder sees only these)
+    peeked: int = 0  # source words a decision looked at (lookahead policies see one more)
+    committed: list[int] = field(default_factory=list)  # target tokens that are never retracted
+    complete_tokens: int = 0  # leading committed tokens known to form whole words
+    shown_words: int = 0  # committed whole words already emitted in updates
+    shown_tentative: str = ""
+    shown_final: bool = False
+    history: list[tuple[int, ...]] = field(default_factory=list)  # re-translation hypotheses
+    redecode: BeamState | None = None  # re-translation: the beam re-decoding the prefix
+    stalled: bool = False  # the policy asked to READ but no word is there yet
+    done: bool = False  # the sentence's translation is final
+    finish_started: float | None = None  # when the source became complete and fully read
+    compute_ms: float = 0.0  # model time spent on this sentence

@@ -1,0 +1,166 @@
+"""The prefix-to-prefix Transformer: a unidirectional encoder and a decoder whose step i
+attends only to the first vis[i] source tokens (STACL, Ma et al. 2019).
+
+The module holds weights only. Full (training) passes take padded batches; incremental
+passes take caches that the caller owns (see `simulmt.model.state`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from simulmt.model.config import ModelConfig
+from simulmt.model.layers import KV, DecoderLayer, EncoderLayer
+
+PAD_ID = 0
+
+
+def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
+    pos = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)  # (L, 1)
+    div = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    table = torch.zeros(max_len, d_model)  # (L, D)
+    table[:, 0::2] = torch.sin(pos * div)
+    table[:, 1::2] = torch.cos(pos * div)
+    return table
+
+
+@dataclass(frozen=True)
+class StepOutput:
+    log_probs: torch.Tensor  # (N, V) next-token log-probabilities
+    self_kv: list[KV]  # per decoder layer, the new position's keys/values: (N, H, 1, dh)
+    state: torch.Tensor  # (N, D) top decoder layer output (a policy signal)
+    attention: torch.Tensor | None  # (N, S) last layer's head-averaged cross-attention
+
+
+class SimulTransformer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=PAD_ID)
+        nn.init.normal_(self.embed.weight, std=cfg.d_model**-0.5)
+        self.register_buffer("pos_table", sinusoidal_table(cfg.max_len, cfg.d_model), persistent=False)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.enc_layers))
+        self.enc_ln = nn.LayerNorm(cfg.d_model)
+        self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.dec_layers))
+        self.dec_ln = nn.LayerNorm(cfg.d_model)
+        self.out_proj = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        if cfg.tie_embeddings:
+            self.out_proj.weight = self.embed.weight
+
+    # ---- embeddings -------------------------------------------------------------------
+    def embed_tokens(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """ids, positions: (B, T) -> (B, T, D)."""
+        if int(positions.max()) >= self.cfg.max_len:
+            raise ValueError(f"sequence longer than the model's max_len={self.cfg.max_len} tokens")
+        x = self.embed(ids) * math.sqrt(self.cfg.d_model) + self.pos_table[positions]  # (B, T, D)
+        return self.drop(x)
+
+    # ---- encoder ----------------------------------------------------------------------
+    def encode(
+        self, src: torch.Tensor, *, past: list[KV] | None = None, start: int = 0
+    ) -> tuple[torch.Tensor, list[KV]]:
+        """Encode positions start..start+T-1 of src (B, T) given cached K/V of positions < start.
+
+        Causal self-attention: position j sees positions <= j, so earlier outputs never change.
+        Returns memory (B, T, D) after the final LayerNorm and the grown per-layer K/V cache.
+        """
+        b, t = src.shape
+        positions = torch.arange(start, start + t, device=src.device).expand(b, t)  # (B, T)
+        x = self.embed_tokens(src, positions)
+        keys = torch.arange(start + t, device=src.device)  # (P+T,)
+        mask = (keys.unsqueeze(0) <= positions[:1].T).view(1, 1, t, start + t)  # (1, 1, T, P+T)
+        new_past: list[KV] = []
+        for i, layer in enumerate(self.encoder):
+            x, kv = layer(x, past[i] if past is not None else None, mask)
+            new_past.append(kv)
+        return self.enc_ln(x), new_past
+
+    def cross_kv(self, memory: torch.Tensor) -> list[KV]:
+        """memory (B, S, D) -> per decoder layer cross-attention K/V, (B, H, S, dh) each."""
+        return [layer.cross_attn.project_kv(memory) for layer in self.decoder]
+
+    # ---- decoder ----------------------------------------------------------------------
+    def decode(self, tgt_in: torch.Tensor, cross: list[KV], vis: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced pass. tgt_in: (B, T) (BOS + y); vis: (B, T) source tokens visible to
+        input position t (which predicts target token t+1). Returns logits (B, T, V)."""
+        b, t = tgt_in.shape
+        s = cross[0][0].shape[2]
+        positions = torch.arange(t, device=tgt_in.device).expand(b, t)  # (B, T)
+        x = self.embed_tokens(tgt_in, positions)
+        causal = torch.ones(t, t, dtype=torch.bool, device=tgt_in.device).tril()
+        self_mask = causal.view(1, 1, t, t)  # (1, 1, T, T)
+        src_pos = torch.arange(s, device=tgt_in.device)  # (S,)
+        cross_mask = src_pos.view(1, 1, s) < vis.clamp(min=1).unsqueeze(-1)  # (B, T, S)
+        cross_mask = cross_mask.unsqueeze(1)  # (B, 1, T, S)
+        for i, layer in enumerate(self.decoder):
+            x, _, _ = layer(x, None, self_mask, cross[i], cross_mask)
+        return self.out_proj(self.dec_ln(x))  # (B, T, V)
+
+    def decode_step(
+        self,
+        last: torch.Tensor,
+        positions: torch.Tensor,
+        past: list[KV] | None,
+        past_valid: torch.Tensor | None,
+        cross: list[KV],
+        cross_valid: torch.Tensor,
+        *,
+        return_attention: bool = False,
+    ) -> StepOutput:
+        """One decoder step for N hypotheses (from any number of streams).
+
+        last: (N,) token fed now; positions: (N,) its position; past: per layer (N, H, P, dh)
+        self-attention cache; past_valid: (N, P) which cached positions are real (padding
+        between streams of different lengths is False); cross: per layer (N, H, S, dh);
+        cross_valid: (N, S) which source tokens this step may attend to (at least one True).
+        """
+        n = last.shape[0]
+        x = self.embed_tokens(last.view(n, 1), positions.view(n, 1))  # (N, 1, D)
+        ones = torch.ones(n, 1, dtype=torch.bool, device=last.device)
+        valid = ones if past_valid is None else torch.cat([past_valid, ones], dim=1)  # (N, P+1)
+        self_mask = valid.view(n, 1, 1, -1)  # (N, 1, 1, P+1)
+        cross_mask = cross_valid.view(n, 1, 1, -1)  # (N, 1, 1, S)
+        new_kv: list[KV] = []
+        weights = None
+        last_layer = len(self.decoder) - 1
+        for i, layer in enumerate(self.decoder):
+            x, kv, w = layer(
+                x, past[i] if past is not None else None, self_mask, cross[i], cross_mask,
+                return_weights=return_attention and i == last_layer,
+            )
+            new_kv.append((kv[0][:, :, -1:], kv[1][:, :, -1:]))  # (N, H, 1, dh)
+            weights = w if w is not None else weights
+        h = self.dec_ln(x)[:, 0]  # (N, D)
+        log_probs = torch.log_softmax(self.out_proj(h).float(), dim=-1)  # (N, V)
+        attn = weights[:, 0] if weights is not None else None  # (N, S)
+        return StepOutput(log_probs=log_probs, self_kv=new_kv, state=h, attention=attn)
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, vis: torch.Tensor) -> torch.Tensor:
+        """Training pass: src (B, S), tgt_in (B, T), vis (B, T) -> logits (B, T, V)."""
+        memory, _ = self.encode(src)
+        return self.decode(tgt_in, self.cross_kv(memory), vis)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+def prefill_kv(model: SimulTransformer, tokens: torch.Tensor, cross: list[KV], visible: int) -> list[KV]:
+    """Self-attention K/V of teacher-forced tokens (N, T) against `visible` source tokens:
+    what T incremental steps would have cached. Returns per layer (N, H, T, dh)."""
+    n, t = tokens.shape
+    positions = torch.arange(t).expand(n, t)  # (N, T)
+    x = model.embed_tokens(tokens, positions)
+    self_mask = torch.ones(t, t, dtype=torch.bool).tril().view(1, 1, t, t)  # (1, 1, T, T)
+    s = cross[0][0].shape[2]
+    cross_mask = (torch.arange(s) < visible).view(1, 1, 1, s).expand(n, 1, t, s)  # (N, 1, T, S)
+    kvs: list[KV] = []
+    for i, layer in enumerate(model.decoder):
+        k, v = cross[i]
+        x, kv, _ = layer(x, None, self_mask, (k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)), cross_mask)
+        kvs.append(kv)
+    return kvs

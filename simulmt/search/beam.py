@@ -1,0 +1,133 @@
+"""Beam expansion, hypothesis scoring and stopping rules (pure functions over `BeamState`)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from simulmt.model.state import BeamState, Hypothesis
+from simulmt.search.offline import EOS_ID, NEVER
+from simulmt.search.options import Scoring, SearchOptions, Stopping
+from simulmt.search.step import StepResult
+
+
+def score(opts: SearchOptions, log_prob: float, length: int, src_len: int, attn_sum: tuple[float, ...] = ()) -> float:
+    """The search's score of a hypothesis of `length` tokens (EOS counted) for `src_len` tokens."""
+    if opts.scoring is Scoring.LENGTH_REWARD:
+        s = log_prob + opts.length_reward * length
+    elif opts.scoring is Scoring.BOUNDED_LENGTH_REWARD:
+        s = log_prob + opts.length_reward * min(length, opts.bound_ratio * src_len)
+    elif opts.scoring is Scoring.LENGTH_NORM:
+        s = log_prob / max(length, 1)
+    elif opts.scoring is Scoring.GNMT:
+        s = log_prob / (((5 + length) ** opts.alpha) / (6**opts.alpha))
+    else:
+        s = log_prob
+    if opts.beta > 0 and attn_sum:
+        s += opts.beta * sum(math.log(min(a, 1.0)) for a in attn_sum if a > 0)
+    return s
+
+
+def expand(
+    beam: BeamState,
+    step: StepResult,
+    opts: SearchOptions,
+    *,
+    allow_eos: bool,
+    max_len: int,
+    src_len: int,
+) -> None:
+    """Extend every hypothesis by one token: keep the best `opts.beam` non-EOS candidates
+    (after threshold pruning); EOS candidates become complete hypotheses."""
+    lp = step.log_probs.clone()  # (Bm, V)
+    lp[:, NEVER] = float("-inf")
+    if not allow_eos:
+        lp[:, EOS_ID] = float("-inf")
+    if beam.length >= max_len:  # too long: the only way on is to end
+        lp.fill_(float("-inf"))
+        lp[:, EOS_ID] = 0.0
+    cand = beam.scores.unsqueeze(1) + lp  # (Bm, V)
+    vocab = cand.shape[1]
+    top_s, top_i = cand.view(-1).topk(min(2 * opts.beam, cand.numel()))  # (K,)
+    floor = float(top_s[0])
+    floor -= opts.abs_threshold if opts.abs_threshold is not None else float("inf")
+    if opts.rel_threshold is not None:
+        floor = max(floor, float(top_s[0]) + math.log(opts.rel_threshold))
+    parents: list[int] = []
+    tokens: list[int] = []
+    for s, i in zip(top_s.tolist(), top_i.tolist()):
+        if s == float("-inf") or s < floor or len(parents) == opts.beam:
+            break
+        parent, tok = divmod(i, vocab)
+        if tok == EOS_ID:
+            beam.complete.append(_complete(beam, parent, s, opts, src_len, step))
+        else:
+            parents.append(parent)
+            tokens.append(tok)
+    _advance(beam, parents, tokens, lp, step)
+
+
+def _complete(beam: BeamState, parent: int, total: float, opts: SearchOptions, src_len: int, step: StepResult) -> Hypothesis:
+    toks = tuple(beam.tokens[parent, 1:].tolist())
+    attn: tuple[float, ...] = ()
+    if beam.attn is not None:
+        attn = tuple(beam.attn[parent].sum(dim=0).tolist())  # (S,)
+    return Hypothesis(toks, total, score(opts, total, len(toks) + 1, src_len, attn), attn)
+
+
+def _advance(beam: BeamState, parents: list[int], tokens: list[int], lp: torch.Tensor, step: StepResult) -> None:
+    if not parents:  # every surviving candidate ended: no active hypotheses remain
+        beam.tokens = beam.tokens[:0]
+        beam.token_lp = beam.token_lp[:0]
+        beam.self_kv = None if beam.self_kv is None else [(k[:0], v[:0]) for k, v in beam.self_kv]
+        beam.attn = None
+        return
+    idx = torch.tensor(parents, dtype=torch.long)  # (Bm',)
+    new_tok = torch.tensor(tokens, dtype=torch.long).unsqueeze(1)  # (Bm', 1)
+    beam.tokens = torch.cat([beam.tokens.index_select(0, idx), new_tok], dim=1)  # (Bm', T+1)
+    chosen = lp[idx, torch.tensor(tokens)].unsqueeze(1)  # (Bm', 1)
+    beam.token_lp = torch.cat([beam.token_lp.index_select(0, idx), chosen], dim=1)  # (Bm', T)
+    kv = []
+    for layer, (k_new, v_new) in enumerate(step.self_kv):
+        if beam.self_kv is None:
+            kv.append((k_new.index_select(0, idx), v_new.index_select(0, idx)))  # (Bm', H, 1, dh)
+        else:
+            k_old, v_old = beam.self_kv[layer]
+            kv.append((
+                torch.cat([k_old, k_new], dim=2).index_select(0, idx),  # (Bm', H, T, dh)
+                torch.cat([v_old, v_new], dim=2).index_select(0, idx),
+            ))
+    beam.self_kv = kv
+    if step.attention is not None:
+        row = step.attention.unsqueeze(1)  # (Bm, 1, S)
+        if beam.attn is not None:
+            old = beam.attn
+            if old.shape[2] < row.shape[2]:  # the source grew since: pad old rows
+                old = torch.nn.functional.pad(old, (0, row.shape[2] - old.shape[2]))
+            row = torch.cat([old, row], dim=1)  # (Bm, T, S)
+        beam.attn = row.index_select(0, idx)
+
+
+def finished(beam: BeamState, opts: SearchOptions, src_len: int) -> bool:
+    """Whether the search over a complete source may stop."""
+    if beam.size == 0:
+        return True
+    if not beam.complete:
+        return False
+    best_done = max(h.score for h in beam.complete)
+    best_active = score(opts, float(beam.scores[0]), beam.length + 1, src_len)
+    if opts.stopping is Stopping.TOP_COMPLETE:
+        return best_done >= best_active
+    if opts.stopping is Stopping.EARLY:
+        return best_done >= best_active + opts.margin
+    return len(beam.complete) >= (opts.n_complete or opts.beam)
+
+
+def best_hypothesis(beam: BeamState, opts: SearchOptions, src_len: int) -> Hypothesis:
+    """The best complete hypothesis, or the best active one if none completed (time budget)."""
+    if beam.complete:
+        return max(beam.complete, key=lambda h: h.score)
+    toks = tuple(beam.tokens[0, 1:].tolist())
+    lp = float(beam.scores[0])
+    return Hypothesis(toks, lp, score(opts, lp, len(toks) + 1, src_len))

@@ -1,0 +1,223 @@
+"""The online beam search (the seed's OnlineBeamSearch, NLP book ch. 5.4.3), one decision at a time.
+
+`plan` makes every decision that needs no model work (READs, commits of tokens the beam already
+agrees on, the end of a sentence) and returns the decoder step it needs next, or None when the
+stream must wait for input. `apply` consumes the step's result. A driver (`simulmt.session`)
+batches the steps of many streams into one forward pass between the two.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from simulmt.data.tokenizer import Tokenizer
+from simulmt.model.state import BeamState, StreamState, reorder, truncate
+from simulmt.policies.base import Action, CommitMode, ModelSignals, Observation, Policy, Signal
+from simulmt.search.beam import best_hypothesis, expand, finished
+from simulmt.search.offline import max_target_len
+from simulmt.search.options import SearchOptions
+from simulmt.search.step import StepRequest, StepResult
+
+
+@dataclass(frozen=True)
+class SourceView:
+    """What the stream has received of its current sentence."""
+
+    n_words: int  # words received (and encoded)
+    complete: bool  # no more words will come
+
+
+@dataclass(frozen=True)
+class OnlineSearch:
+    policy: Policy
+    opts: SearchOptions
+    tokenizer: Tokenizer
+
+    # ---- helpers -------------------------------------------------------------------
+    def source_finished(self, st: StreamState, src: SourceView) -> bool:
+        return src.complete and st.words_read >= src.n_words
+
+    def observe(self, st: StreamState, src: SourceView, signals: ModelSignals | None = None) -> Observation:
+        return Observation(
+            src_read=st.words_read,
+            tgt_written=len(st.committed),
+            source_finished=self.source_finished(st, src),
+            src_available=src.n_words - st.words_read,
+            signals=signals,
+        )
+
+    def max_len(self, st: StreamState) -> int:
+        return max_target_len(len(st.source.ids), ratio=self.opts.max_len_ratio, extra=self.opts.max_len_extra)
+
+    def read(self, st: StreamState) -> None:
+        st.words_read += 1
+        truncate(st.beam, len(st.committed))  # speculative tokens saw less source: redo them
+
+    def commit(self, st: StreamState, tokens: list[int]) -> None:
+        for tok in tokens:
+            if self.tokenizer.is_word_start(tok) and st.committed:
+                st.complete_tokens = len(st.committed)
+            st.committed.append(tok)
+        _prune_to_prefix(st.beam, st.committed)
+
+    # ---- planning ------------------------------------------------------------------
+    def plan(self, st: StreamState, src: SourceView, now: float) -> StepRequest | None:
+        if self.policy.mode is CommitMode.RETRANSLATION:
+            return self._plan_retranslation(st, src)
+        while not st.done:
+            if self.source_finished(st, src):
+                return self._plan_finish(st, now)
+            if st.stalled:
+                return None
+            if st.words_read == 0:  # nothing to attend to yet: the first word must be read
+                if src.n_words == 0:
+                    return None
+                self.read(st)
+                continue
+            if st.beam.length >= self.max_len(st):  # as long as the source allows: wait
+                if st.words_read >= src.n_words:
+                    return None
+                self.read(st)
+                continue
+            if self.policy.needs:
+                return self._request(st, src, signals=True)
+            if self.policy.decide(self.observe(st, src)) is Action.READ:
+                if st.words_read >= src.n_words:
+                    return None
+                self.read(st)
+                continue
+            if self._try_commit(st):
+                continue
+            return self._request(st, src)
+        return None
+
+    def _request(self, st: StreamState, src: SourceView, *, signals: bool = False) -> StepRequest:
+        visible = st.source.visible(st.words_read)
+        look = 0
+        if signals and Signal.LOOKAHEAD in self.policy.needs and st.words_read < src.n_words:
+            look = st.source.visible(st.words_read + 1)
+        return StepRequest(st.source, st.beam, visible, self.opts.needs_attention, look)
+
+    def _plan_finish(self, st: StreamState, now: float) -> StepRequest | None:
+        if st.finish_started is None:
+            st.finish_started = now
+        budget = self.opts.time_budget_ms
+        over = budget > 0 and (now - st.finish_started) * 1000 > budget
+        if over or finished(st.beam, self.opts, len(st.source.ids)):
+            hyp = best_hypothesis(st.beam, self.opts, len(st.source.ids))
+            self.commit(st, list(hyp.tokens[len(st.committed):]))
+            st.complete_tokens = len(st.committed)
+            st.done = True
+            return None
+        return self._request(st, SourceView(st.words_read, True))
+
+    def _try_commit(self, st: StreamState) -> bool:
+        """Speculative commit: the next token once every hypothesis agrees on it or the beam is
+        `lookahead` tokens ahead of what is committed."""
+        beam, c = st.beam, len(st.committed)
+        depth = beam.length - c
+        if depth < 1 or beam.size == 0:
+            return False
+        column = beam.tokens[:, c + 1]  # (Bm,)
+        if bool((column == column[0]).all()) or depth >= self.opts.lookahead:
+            self.commit(st, [int(column[0])])
+            return True
+        return False
+
+    # ---- applying a step -------------------------------------------------------------
+    def apply(self, st: StreamState, src: SourceView, req: StepRequest, res: StepResult) -> None:
+        if self.policy.mode is CommitMode.RETRANSLATION:
+            self._apply_retranslation(st, src, res)
+            return
+        fin = self.source_finished(st, src)
+        if self.policy.needs and not fin:
+            obs = self.observe(st, src, _signals(self.policy, res))
+            if self.policy.decide(obs) is Action.READ:
+                if st.words_read < src.n_words:
+                    self.read(st)
+                else:
+                    st.stalled = True
+                return
+            if req.lookahead:
+                st.peeked = max(st.peeked, st.words_read + 1)  # the decision saw the next word
+        n = len(st.source.ids)
+        expand(st.beam, res, self.opts, allow_eos=fin, max_len=self.max_len(st), src_len=n)
+        if fin and finished(st.beam, self.opts, n):
+            return  # `plan` takes the best complete hypothesis
+        if not fin or self.opts.beam == 1:  # full-sentence beams search freely until the end
+            self._try_commit(st)
+
+    # ---- re-translation (LocalAgreement) -----------------------------------------------
+    def _plan_retranslation(self, st: StreamState, src: SourceView) -> StepRequest | None:
+        if st.done:
+            return None
+        if st.redecode is None:
+            if st.words_read < src.n_words and not self.source_finished(st, src):
+                if st.words_read > 0 and self.policy.decide(self.observe(st, src)) is Action.WRITE:
+                    pass  # the policy may ask to re-decode before reading more
+                else:
+                    st.words_read += 1
+            elif not self.source_finished(st, src) or st.words_read == 0:
+                return None
+            st.redecode = BeamState.start(list(st.committed))
+        return StepRequest(st.source, st.redecode, st.source.visible(st.words_read), self.opts.needs_attention)
+
+    def _apply_retranslation(self, st: StreamState, src: SourceView, res: StepResult) -> None:
+        beam = st.redecode
+        assert beam is not None
+        n = len(st.source.ids)
+        expand(beam, res, self.opts, allow_eos=True, max_len=self.max_len(st), src_len=n)
+        if not finished(beam, self.opts, n):
+            return
+        hyp = best_hypothesis(beam, self.opts, n).tokens
+        st.redecode = None
+        st.history.append(hyp)
+        st.beam = BeamState.start(list(hyp))  # the tentative display: the latest hypothesis
+        if self.source_finished(st, src):
+            self.commit(st, list(hyp[len(st.committed):]))
+            st.complete_tokens = len(st.committed)
+            st.done = True
+            return
+        n_agree = int(getattr(self.policy, "n", 2))
+        agreed = _agreed_words(st.history[-n_agree:], self.tokenizer) if len(st.history) >= n_agree else 0
+        if agreed > len(st.committed):
+            self.commit(st, list(hyp[len(st.committed):agreed]))
+            st.complete_tokens = len(st.committed)
+
+
+def _signals(policy: Policy, res: StepResult) -> ModelSignals:
+    return ModelSignals(
+        log_probs=res.log_probs[0] if Signal.DISTRIBUTION in policy.needs else None,
+        lookahead_log_probs=res.lookahead_log_probs,
+        decoder_state=res.state[0] if Signal.DECODER_STATE in policy.needs else None,
+    )
+
+
+def _prune_to_prefix(beam: BeamState, committed: list[int]) -> None:
+    """Drop hypotheses (active and complete) that disagree with the committed tokens."""
+    c = len(committed)
+    if beam.size and beam.length >= c:
+        want = torch.tensor(committed, dtype=torch.long)
+        ok = (beam.tokens[:, 1 : c + 1] == want).all(dim=1)  # (Bm,)
+        if not bool(ok.all()):
+            reorder(beam, ok.nonzero().flatten())
+    beam.complete = [h for h in beam.complete if list(h.tokens[:c]) == committed]
+
+
+def _agreed_words(hyps: list[tuple[int, ...]], tok: Tokenizer) -> int:
+    """Tokens of the longest common prefix of `hyps` that ends on a word boundary in all of them."""
+    lcp = 0
+    while all(len(h) > lcp for h in hyps) and len({h[lcp] for h in hyps}) == 1:
+        lcp += 1
+    if all(len(h) > lcp and tok.is_word_start(h[lcp]) for h in hyps):
+        return lcp
+    while lcp > 0 and not tok.is_word_start(hyps[0][lcp - 1]):
+        lcp -= 1
+    return max(lcp - 1, 0) if lcp > 0 else 0
+
+
+def now_s() -> float:
+    return time.monotonic()

@@ -1,0 +1,53 @@
+"""Options of the online beam search (pruning, scoring, stopping, commit rule)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Scoring(enum.Enum):
+    NONE = "none"  # raw log-probability
+    LENGTH_REWARD = "length-reward"  # + reward * |y|
+    BOUNDED_LENGTH_REWARD = "bounded-length-reward"  # + reward * min(|y|, ratio * |x|)
+    LENGTH_NORM = "length-norm"  # log-probability / |y|
+    GNMT = "gnmt"  # log-probability / ((5 + |y|)^alpha / 6^alpha) (Wu et al. 2016)
+
+
+class Stopping(enum.Enum):
+    N_COMPLETE = "n-complete"  # stop once n hypotheses are complete
+    EARLY = "early"  # stop once the best complete beats every active one by `margin`
+    TOP_COMPLETE = "top-complete"  # stop as soon as the best hypothesis is complete
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    beam: int = 1  # histogram pruning: hypotheses kept per step
+    abs_threshold: float | None = None  # drop candidates scoring < best - this (log space)
+    rel_threshold: float | None = None  # drop candidates with p < this * p(best), 0 < r < 1
+    scoring: Scoring = Scoring.GNMT
+    length_reward: float = 0.0  # for LENGTH_REWARD / BOUNDED_LENGTH_REWARD
+    bound_ratio: float = 1.2  # BOUNDED_LENGTH_REWARD caps the rewarded length at ratio * |x|
+    alpha: float = 0.6  # GNMT length normalization exponent (Wu et al. 2016)
+    beta: float = 0.0  # GNMT coverage penalty weight; 0 turns attention tracking off
+    stopping: Stopping = Stopping.N_COMPLETE
+    n_complete: int = 0  # for N_COMPLETE; 0 means the beam size
+    margin: float = 0.0  # for EARLY
+    time_budget_ms: float = 0.0  # per sentence, after its source is complete; 0 = none
+    lookahead: int = 1  # speculative commit: commit once the beam agrees or is this deep
+    max_len_ratio: float = 2.0  # a hypothesis is cut at ratio * |x| + extra tokens
+    max_len_extra: int = 10
+
+    def __post_init__(self) -> None:
+        if self.beam < 1:
+            raise ValueError(f"beam must be >= 1, got {self.beam}")
+        if self.lookahead < 1:
+            raise ValueError(f"lookahead must be >= 1, got {self.lookahead}")
+        if self.rel_threshold is not None and not 0 < self.rel_threshold < 1:
+            raise ValueError(f"rel_threshold must be in (0, 1), got {self.rel_threshold}")
+        if self.abs_threshold is not None and self.abs_threshold <= 0:
+            raise ValueError(f"abs_threshold must be > 0, got {self.abs_threshold}")
+
+    @property
+    def needs_attention(self) -> bool:
+        return self.beta > 0

@@ -1,0 +1,243 @@
+"""Streaming sessions: a pure, I/O-free API over the engine.
+
+    s = Session(engine, policy="wait-k:k=3")
+    for update in s.push("Ich habe heute"):  ...
+    s.finish()
+
+`feed` only queues words; `advance(engine, sessions)` does the model work for many sessions
+at once (one batched forward per decoder step), which is how the server batches across
+connections. `push = feed + advance([self])`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from simulmt.engine import Engine
+from simulmt.model.state import StreamState
+from simulmt.policies.base import Policy
+from simulmt.policies.registry import load_policy
+from simulmt.search.online import OnlineSearch, SourceView
+from simulmt.search.options import SearchOptions
+from simulmt.updates import Update
+from simulmt.words import ends_sentence
+
+log = logging.getLogger(__name__)
+
+
+class InputError(ValueError):
+    """Input a session cannot take; nothing already committed is lost."""
+
+
+@dataclass(frozen=True)
+class SessionLimits:
+    max_word_chars: int = 100  # longer "words" are rejected (garbage, not speech)
+    max_sentence_words: int = 120  # longer sentences are cut here (the model's max_len is in tokens)
+
+
+@dataclass
+class _Sentence:
+    id: int
+    words: list[str] = field(default_factory=list)
+    complete: bool = False
+    t0: float = 0.0  # when its first word arrived
+
+
+class Session:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        policy: str | Policy = "wait-k:k=3",
+        beam: int = 1,
+        options: SearchOptions | None = None,
+        limits: SessionLimits = SessionLimits(),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.engine = engine
+        self.policy = load_policy(policy) if isinstance(policy, str) else policy
+        opts = options or SearchOptions(beam=beam)
+        self.search = OnlineSearch(self.policy, opts, engine.tokenizer)
+        self.limits = limits
+        self.clock = clock
+        self.sentences: list[_Sentence] = []  # [0] is being decoded; later ones wait
+        self.stream: StreamState | None = None
+        self.encoded = 0  # words of sentences[0] already encoded
+        self.next_id = 0
+        self.closed = False
+        self.warnings: list[str] = []  # human-readable notes about the input (unknown chars, cuts)
+
+    # ---- input (no compute) ------------------------------------------------------------
+    def feed(self, text: str) -> None:
+        """Queue source words; a word ending in . ! ? closes its sentence."""
+        if self.closed:
+            raise InputError("this session has finished; start a new one")
+        words = text.split()
+        for w in words:
+            if len(w) > self.limits.max_word_chars:
+                raise InputError(
+                    f"a word of {len(w)} characters is longer than the limit of "
+                    f"{self.limits.max_word_chars}; nothing of this text was taken"
+                )
+        for w in words:
+            sent = self._open_sentence()
+            sent.words.append(w)
+            if ends_sentence(w):
+                sent.complete = True
+            elif len(sent.words) >= self.limits.max_sentence_words:
+                sent.complete = True
+                self.warnings.append(
+                    f"sentence {sent.id} reached {self.limits.max_sentence_words} words and was cut there"
+                )
+        if words and self.stream is not None:
+            self.stream.stalled = False
+
+    def end_source(self) -> None:
+        """The current sentence's source is complete (what `flush` does, without compute)."""
+        if self.sentences and not self.sentences[-1].complete:
+            self.sentences[-1].complete = True
+            if self.stream is not None:
+                self.stream.stalled = False
+
+    def _open_sentence(self) -> _Sentence:
+        if not self.sentences or self.sentences[-1].complete:
+            self.sentences.append(_Sentence(self.next_id, t0=self.clock()))
+            self.next_id += 1
+        return self.sentences[-1]
+
+    # ---- input + compute ------------------------------------------------------------------
+    def push(self, text: str) -> list[Update]:
+        self.feed(text)
+        return advance(self.engine, [self])[0]
+
+    def flush(self) -> list[Update]:
+        self.end_source()
+        return advance(self.engine, [self])[0]
+
+    def finish(self) -> list[Update]:
+        self.end_source()
+        out = advance(self.engine, [self])[0]
+        self.closed = True
+        return out
+
+    @property
+    def idle(self) -> bool:
+        """True when nothing is left to do until new input arrives."""
+        return not self.sentences
+
+    # ---- one decision round (called by `advance`) --------------------------------------
+    def _prepare(self, out: list[Update]) -> None:
+        """Encode newly arrived words, start the next sentence when one is done."""
+        while self.sentences:
+            sent = self.sentences[0]
+            if self.stream is None:
+                self.stream, self.encoded = StreamState(), 0
+            if self.encoded < len(sent.words):
+                new = sent.words[self.encoded :]
+                t = time.perf_counter()
+                self.engine.encode(self.stream.source, new)
+                self.stream.compute_ms += (time.perf_counter() - t) * 1000
+                self._check_unknown(new)
+                self.encoded = len(sent.words)
+            if not self.stream.done:
+                return
+            self._emit(out)
+            self.sentences.pop(0)
+            self.stream = None
+
+    def _view(self) -> SourceView:
+        sent = self.sentences[0]
+        return SourceView(n_words=len(sent.words), complete=sent.complete)
+
+    def _check_unknown(self, words: Sequence[str]) -> None:
+        unk = [w for w in words if 1 in self.engine.tokenizer.encode_word(w, first=False)]
+        if unk:
+            self.warnings.append(f"unknown characters in {', '.join(map(repr, unk))} (read as <unk>)")
+
+    def _emit(self, out: list[Update]) -> None:
+        """Append an Update if the visible output changed (committed words or tentative tail)."""
+        st = self.stream
+        assert st is not None
+        sent = self.sentences[0]
+        tok = self.engine.tokenizer
+        groups = _word_groups(st.committed, tok.is_word_start)
+        whole = [g for g in groups if g[1] <= st.complete_tokens]
+        text_words = [w for a, b in whole for w in tok.decode(st.committed[a:b]).split()]
+        new_words = text_words[st.shown_words :]
+        tail_start = whole[-1][1] if whole else 0
+        tail_ids = st.committed[tail_start:] + st.beam.best()[len(st.committed) :]
+        tentative = "" if st.done else tok.decode(tail_ids)
+        if tentative and whole:
+            tentative = " " + tentative
+        if st.shown_final or (not new_words and tentative == st.shown_tentative and not st.done):
+            return
+        now = self.clock()
+        prefix = " " if st.shown_words and new_words else ""
+        st.shown_words += len(new_words)
+        st.shown_tentative = tentative
+        st.shown_final = st.done
+        delay = max(st.words_read, st.peeked)
+        n = len(new_words)
+        out.append(Update(
+            sentence_id=sent.id,
+            committed_delta=prefix + " ".join(new_words),
+            committed_len=st.shown_words,
+            tentative=tentative,
+            delays=(delay,) * n,
+            emitted_ms=((now - sent.t0) * 1000,) * n,
+            compute_ms=(st.compute_ms,) * n,
+            final=st.done,
+            text=" ".join(text_words) if st.done else "",
+            source=" ".join(sent.words) if st.done else "",
+            src_read=st.words_read,
+        ))
+
+
+def _word_groups(ids: Sequence[int], is_word_start: Callable[[int], bool]) -> list[tuple[int, int]]:
+    """(start, end) token spans of the words in ids."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for i in range(1, len(ids)):
+        if is_word_start(ids[i]):
+            spans.append((start, i))
+            start = i
+    if ids:
+        spans.append((start, len(ids)))
+    return spans
+
+
+def advance(engine: Engine, sessions: Sequence[Session]) -> list[list[Update]]:
+    """Run every session until it waits for input or has nothing left; decoder steps of all
+    sessions that need one go through the model together. Returns each session's updates."""
+    out: list[list[Update]] = [[] for _ in sessions]
+    while True:
+        pending = []
+        for i, s in enumerate(sessions):
+            req = _plan(s, out[i])
+            if req is not None:
+                pending.append((i, req))
+        if not pending:
+            return out
+        t = time.perf_counter()
+        results = engine.step([req for _, req in pending])
+        share = (time.perf_counter() - t) * 1000 / len(pending)
+        for (i, req), res in zip(pending, results):
+            s = sessions[i]
+            assert s.stream is not None
+            s.stream.compute_ms += share
+            s.search.apply(s.stream, s._view(), req, res)
+            s._emit(out[i])
+
+
+def _plan(s: Session, out: list[Update]):  # type: ignore[no-untyped-def]
+    while True:
+        s._prepare(out)
+        if s.stream is None:
+            return None
+        req = s.search.plan(s.stream, s._view(), s.clock())
+        s._emit(out)
+        if req is not None or not s.stream.done:
+            return req

@@ -1,0 +1,113 @@
+"""Training configuration: a frozen dataclass, loadable from TOML, overridable per field."""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simulmt.model.config import ModelConfig
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    data: Path = Path("cache/corpus")  # folder with {train,dev}.{src,tgt} and spm.model
+    out: Path = Path("runs/default")  # checkpoints, logs and the effective config go here
+    src: str = "de"
+    tgt: str = "en"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    # multi-path wait-k (Elbayad et al. 2020): k drawn per batch; 0 = full sentence (twice, so
+    # the full-sentence path that anchors quality gets ~1/6 of the batches)
+    wait_k: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 9, 11, 0, 0)
+    max_tokens: int = 6000  # padded source+target tokens per batch (CPU-friendly)
+    max_len: int = 100  # training pairs longer than this (tokens, either side) are skipped
+    lr: float = 1e-3  # peak learning rate after warm-up (small model, short schedule)
+    warmup: int = 1000  # linear warm-up steps, then inverse square root decay
+    weight_decay: float = 0.01
+    betas: tuple[float, float] = (0.9, 0.98)  # Transformer defaults
+    label_smoothing: float = 0.1
+    clip: float = 1.0  # gradient norm clipping
+    max_steps: int = 100_000
+    max_minutes: float = 0.0  # stop (and save) after this wall time; 0 = no limit
+    eval_every: int = 1000  # steps between dev BLEU evaluations
+    save_every: int = 500  # steps between checkpoints (last.pt + step-N.pt)
+    keep_last: int = 5  # step checkpoints kept for averaging
+    dev_sentences: int = 300  # dev sentences decoded for the periodic BLEU
+    seed: int = 1
+    threads: int = 0  # torch intra-op threads; 0 = torch's default
+    device: str = "auto"  # auto: cuda if available, else cpu
+    bf16: bool = True  # bfloat16 autocast for matmuls (AMX/AVX512-BF16 CPUs and GPUs); fp32 master weights
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["data"], d["out"] = str(self.data), str(self.out)
+        d["wait_k"], d["betas"] = list(self.wait_k), list(self.betas)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        data = dict(data)
+        model = ModelConfig.from_dict(dict(data.pop("model", {})))
+        return _build(cls, data, model=model)
+
+    @classmethod
+    def from_toml(cls, path: Path) -> TrainConfig:
+        with open(path, "rb") as f:
+            return cls.from_dict(tomllib.load(f))
+
+    def override(self, assignments: list[str]) -> TrainConfig:
+        """Apply `key=value` / `model.key=value` strings (values parsed by the field's type)."""
+        top: dict[str, Any] = {}
+        model: dict[str, Any] = {}
+        for item in assignments:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ValueError(f"override {item!r} must look like key=value or model.key=value")
+            target, cls_ = (model, ModelConfig) if key.startswith("model.") else (top, TrainConfig)
+            name = key.removeprefix("model.").replace("-", "_")
+            target[name] = parse_value(cls_, name, value)
+        new_model = dataclasses.replace(self.model, **model)
+        return dataclasses.replace(self, model=new_model, **top)
+
+
+def _build(cls: type[TrainConfig], data: dict[str, Any], **extra: Any) -> TrainConfig:
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(data) - known
+    if unknown:
+        raise ValueError(f"unknown train config keys {sorted(unknown)}; accepted: {sorted(known)}")
+    hints = typing.get_type_hints(cls)
+    conv = {k: _coerce(hints[k], v) for k, v in data.items()}
+    return cls(**conv, **extra)
+
+
+def _coerce(tp: Any, value: Any) -> Any:
+    if tp is Path:
+        return Path(value)
+    if typing.get_origin(tp) is tuple:
+        return tuple(value)
+    return value
+
+
+def parse_value(cls: type, name: str, text: str) -> Any:
+    hints = typing.get_type_hints(cls)
+    if name not in hints:
+        accepted = ", ".join(f.name for f in dataclasses.fields(cls))
+        raise ValueError(f"{cls.__name__} has no field {name!r}; accepted: {accepted}")
+    tp = hints[name]
+    if tp is bool:
+        if text.lower() not in ("true", "false", "1", "0"):
+            raise ValueError(f"{name} takes true/false, got {text!r}")
+        return text.lower() in ("true", "1")
+    if typing.get_origin(tp) is tuple:
+        (elem, *_) = typing.get_args(tp)
+        return tuple(elem(x) for x in text.split(",") if x)
+    if isinstance(tp, types.UnionType):
+        tp = typing.get_args(tp)[0]
+    try:
+        return tp(text)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{name} takes {getattr(tp, '__name__', tp)}, got {text!r}") from e

@@ -1,0 +1,232 @@
+"""The training loop: prefix-to-prefix (multi-path wait-k) training with exact resume."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sacrebleu
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
+
+from simulmt.data.corpus import read_parallel
+from simulmt.data.tokenizer import Tokenizer
+from simulmt.model.checkpoint import load_checkpoint, save_checkpoint
+from simulmt.model.transformer import SimulTransformer
+from simulmt.search.offline import greedy_decode
+from simulmt.train.batches import Batch, Example, bucket_batches, collate, make_examples
+from simulmt.train.config import TrainConfig
+from simulmt.words import FULL
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Progress:
+    """Where training stands; saved in every checkpoint so resume continues exactly."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_pos: int = 0  # index into this epoch's shuffled batch order
+    best_bleu: float = -1.0
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def lr_factor(step: int, warmup: int) -> float:
+    """Linear warm-up to 1, then inverse square root decay (Vaswani et al. 2017)."""
+    step = max(step, 1)
+    return min(step / max(warmup, 1), math.sqrt(max(warmup, 1) / step))
+
+
+def epoch_order(n_batches: int, seed: int, epoch: int) -> list[int]:
+    g = torch.Generator().manual_seed(seed * 100_003 + epoch)
+    return torch.randperm(n_batches, generator=g).tolist()
+
+
+def sample_k(cfg: TrainConfig, step: int) -> int:
+    g = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
+    return cfg.wait_k[int(torch.randint(len(cfg.wait_k), (1,), generator=g))]
+
+
+def loss_fn(model: torch.nn.Module, batch: Batch, smoothing: float, device: torch.device) -> torch.Tensor:
+    logits = model(batch.src.to(device), batch.tgt_in.to(device), batch.vis.to(device))  # (B, T, V)
+    return F.cross_entropy(
+        logits.flatten(0, 1).float(),  # (B*T, V)
+        batch.tgt_out.to(device).flatten(),  # (B*T,)
+        ignore_index=0,
+        label_smoothing=smoothing,
+        reduction="sum",
+    ) / batch.n_tokens
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig, *, resume: bool = False) -> None:
+        self.cfg = cfg
+        self.rank, self.world = _dist_setup()
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        self.device = pick_device(cfg.device)
+        torch.manual_seed(cfg.seed)
+        self.tok = Tokenizer.load(cfg.data / "spm.model")
+        if self.tok.vocab_size != cfg.model.vocab_size:
+            raise ValueError(
+                f"tokenizer has {self.tok.vocab_size} pieces but model.vocab_size="
+                f"{cfg.model.vocab_size}; set model.vocab_size={self.tok.vocab_size}"
+            )
+        self.train = self._load_split("train")
+        self.dev = read_parallel(cfg.data, "dev", cfg.src, cfg.tgt)[: cfg.dev_sentences]
+        self.batches = bucket_batches(self.train, max_tokens=cfg.max_tokens)
+        self.model = SimulTransformer(cfg.model).to(self.device)
+        self.ddp: torch.nn.Module = self.model
+        if self.world > 1:
+            self.ddp = DistributedDataParallel(self.model)
+        self.opt = torch.optim.AdamW(
+            self.model.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay
+        )
+        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda s: lr_factor(s, cfg.warmup))
+        self.progress = Progress()
+        if resume and (cfg.out / "last.pt").exists():
+            self._restore(cfg.out / "last.pt")
+        log.info(
+            "model %.1fM parameters, %d training pairs in %d batches, device %s, world %d",
+            self.model.num_parameters() / 1e6, len(self.train), len(self.batches), self.device, self.world,
+        )
+
+    def _load_split(self, split: str) -> list[Example]:
+        pairs = read_parallel(self.cfg.data, split, self.cfg.src, self.cfg.tgt)
+        ids = [(self.tok.encode(s), self.tok.encode(t)) for s, t in pairs]
+        return make_examples(ids, self.tok.is_word_start, max_len=self.cfg.max_len)
+
+    # ---- checkpoints ----------------------------------------------------------------
+    def payload(self) -> dict[str, Any]:
+        p = self.progress
+        return {
+            "model_config": self.cfg.model.to_dict(),
+            "model": self.model.state_dict(),
+            "train_config": self.cfg.to_dict(),
+            "optimizer": self.opt.state_dict(),
+            "scheduler": self.sched.state_dict(),
+            "rng": torch.get_rng_state(),
+            "progress": {"step": p.step, "epoch": p.epoch, "batch_pos": p.batch_pos, "best_bleu": p.best_bleu},
+            "tokenizer": self.tok.to_bytes(),
+        }
+
+    def _restore(self, path: Path) -> None:
+        data = load_checkpoint(path)
+        self.model.load_state_dict(data["model"])
+        self.opt.load_state_dict(data["optimizer"])
+        self.sched.load_state_dict(data["scheduler"])
+        torch.set_rng_state(data["rng"])
+        self.progress = Progress(**data["progress"])
+        log.info("resumed from %s at step %d", path, self.progress.step)
+
+    def save(self, *, best: bool = False) -> None:
+        if self.rank != 0:
+            return
+        out = self.cfg.out
+        payload = self.payload()
+        save_checkpoint(out / "last.pt", payload)
+        save_checkpoint(out / f"step-{self.progress.step}.pt", payload)
+        if best:
+            save_checkpoint(out / "best.pt", payload)
+        steps = sorted(out.glob("step-*.pt"), key=lambda p: int(p.stem.split("-")[1]))
+        for old in steps[: -self.cfg.keep_last]:
+            old.unlink()
+        (out / "config.json").write_text(json.dumps(self.cfg.to_dict(), indent=2) + "\n")
+
+    # ---- evaluation ----------------------------------------------------------------
+    @torch.no_grad()
+    def dev_bleu(self, k: int) -> float:
+        self.model.eval()
+        hyps: list[str] = []
+        refs = [t for _, t in self.dev]
+        for i in range(0, len(self.dev), 64):
+            chunk = self.dev[i : i + 64]
+            srcs = [self.tok.encode(s)[: self.cfg.model.max_len // 2] or [1] for s, _ in chunk]
+            ends = [self._ends(s) for s in srcs]
+            out = greedy_decode(self.model, srcs, ends, k=k)
+            hyps += [self.tok.decode(o) for o in out]
+        self.model.train()
+        return float(sacrebleu.corpus_bleu(hyps, [refs]).score)
+
+    def _ends(self, src: list[int]) -> list[int]:
+        from simulmt.words import word_ends
+
+        return word_ends(src, self.tok.is_word_start)
+
+    # ---- the loop ------------------------------------------------------------------
+    def run(self) -> Progress:
+        cfg, p = self.cfg, self.progress
+        self.model.train()
+        start = time.time()
+        bar = tqdm(total=cfg.max_steps, initial=p.step, disable=self.rank != 0, unit="step")
+        tokens_seen, t0 = 0, time.time()
+        while p.step < cfg.max_steps:
+            order = epoch_order(len(self.batches), cfg.seed, p.epoch)
+            while p.batch_pos + self.world <= len(order) and p.step < cfg.max_steps:
+                idx = order[p.batch_pos + self.rank]  # each rank its own batch of the step
+                p.batch_pos += self.world
+                batch = collate([self.train[i] for i in self.batches[idx]], sample_k(cfg, p.step))
+                loss = self._update(batch)
+                p.step += 1
+                tokens_seen += batch.n_tokens
+                rate = tokens_seen / max(time.time() - t0, 1e-6)
+                bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{rate:.0f}", lr=f"{self.sched.get_last_lr()[0]:.2e}")
+                bar.update(1)
+                if p.step % cfg.eval_every == 0:
+                    self._evaluate()
+                elif p.step % cfg.save_every == 0:
+                    self.save()
+                if cfg.max_minutes and time.time() - start > cfg.max_minutes * 60:
+                    log.info("time budget of %.1f minutes reached at step %d", cfg.max_minutes, p.step)
+                    self.save()
+                    bar.close()
+                    return p
+            if p.batch_pos + self.world > len(order):
+                p.epoch, p.batch_pos = p.epoch + 1, 0
+        self.save()
+        bar.close()
+        return p
+
+    def _update(self, batch: Batch) -> float:
+        self.opt.zero_grad(set_to_none=True)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
+            loss = loss_fn(self.ddp, batch, self.cfg.label_smoothing, self.device)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip)
+        self.opt.step()
+        self.sched.step()
+        return float(loss.detach())
+
+    def _evaluate(self) -> None:
+        if self.rank != 0 or not self.dev:
+            self.save()
+            return
+        full, wait3 = self.dev_bleu(FULL), self.dev_bleu(3)
+        best = full > self.progress.best_bleu
+        self.progress.best_bleu = max(full, self.progress.best_bleu)
+        log.info("step %d dev BLEU full=%.2f wait-3=%.2f", self.progress.step, full, wait3)
+        with open(self.cfg.out / "dev.log", "a") as f:
+            f.write(json.dumps({"step": self.progress.step, "bleu_full": full, "bleu_wait3": wait3}) + "\n")
+        self.save(best=best)
+
+
+def _dist_setup() -> tuple[int, int]:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return (dist.get_rank(), world) if world > 1 else (0, 1)

@@ -1,0 +1,191 @@
+"""The streaming simulation, `simulmt eval`, and the SimulEval adapter, with a tiny model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from simulmt.eval.instances import read_instances
+from simulmt.eval.runner import RunConfig, simulate
+
+from simulmt.data.tokenizer import EOS_ID
+from simulmt.engine import Engine
+from simulmt.model.checkpoint import save_checkpoint
+
+SOURCES = ["Ich habe heute ein Buch gelesen", "Der Hund läuft .", "a b . c d e"]
+REFERENCES = ["I read a book today", "The dog runs .", "x y . z"]
+
+
+def scripted_engine() -> Engine:
+    """A real engine whose decoder output is constant: it always prefers EOS, then the word
+    "the". EOS is allowed only once the source is complete, so under wait-k it writes "the"
+    once per READ from the k-th word on and stops when the source ends: outputs we can predict.
+    """
+    engine = Engine.tiny(seed=0)
+    tok, model = engine.tokenizer, engine.model
+    (the,) = tok.encode("the")
+    assert tok.is_word_start(the)
+    with torch.no_grad():
+        model.dec_ln.weight.zero_()
+        model.dec_ln.bias.zero_()
+        model.dec_ln.bias[0] = 1.0  # every decoder state is the unit vector e_0
+        model.out_proj.weight.zero_()
+        model.out_proj.weight[the, 0] = 1.0  # logits: EOS 2, "the" 1, anything else 0
+        model.out_proj.weight[EOS_ID, 0] = 2.0
+    return engine
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    """Tiny matrices: one thread is much faster than two fighting over a busy CPU."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def engine() -> Engine:
+    return scripted_engine()
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory, engine: Engine) -> Path:
+    """A model folder holding the scripted engine, and the test set."""
+    root = tmp_path_factory.mktemp("tiny")
+    save_checkpoint(root / "model" / "model.pt", {
+        "model_config": engine.model.cfg.to_dict(),
+        "model": engine.model.state_dict(),
+        "tokenizer": engine.tokenizer.to_bytes(),
+        "meta": {"name": "scripted", "src": "de", "tgt": "en"},
+    })  # fmt: skip
+    (root / "src.txt").write_text("\n".join(SOURCES) + "\n")
+    (root / "ref.txt").write_text("\n".join(REFERENCES) + "\n")
+    return root
+
+
+SERIAL = RunConfig(batch_size=1)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_wait_k_delays(engine: Engine, k: int) -> None:
+    """A word is shown once complete, i.e. when the next one starts: word t after k+t reads."""
+    sim = simulate(engine, f"wait-k:k={k}", SOURCES[:1], REFERENCES[:1], config=SERIAL)
+    (s,) = sim.stats
+    n = s.source_length
+    assert s.source == SOURCES[0] and n == 6
+    assert s.delays[: n - k] == tuple(range(k + 1, n + 1))
+    assert set(s.prediction.split()) == {"the"} and len(s.delays) == len(s.prediction.split())
+    assert s.compute_ms is not None and list(s.compute_ms) == sorted(s.compute_ms)
+    assert s.displays is None  # not a re-translation policy
+    assert sim.wall_s > 0 and sim.compute_ms > 0
+
+
+def test_generation_stops_at_eos(engine: Engine) -> None:
+    """Once the source is complete EOS is the argmax: wait-k writes n-k words, full none.
+    (Fails while the search drops EOS-complete hypotheses when it commits the next token.)"""
+    sim = simulate(engine, "wait-k:k=2", SOURCES[:1], REFERENCES[:1], config=SERIAL)
+    assert sim.stats[0].delays == (3, 4, 5, 6)
+    sim = simulate(engine, "full", SOURCES[:1], REFERENCES[:1], config=SERIAL)
+    assert sim.stats[0].prediction == ""
+
+
+def test_line_with_two_sentences_counts_line_words(engine: Engine) -> None:
+    sim = simulate(engine, "wait-k:k=2", SOURCES[2:], REFERENCES[2:], config=SERIAL)
+    (s,) = sim.stats
+    assert s.source_length == 6
+    assert s.delays[0] == 3  # first sentence "a b .": its word is shown when it ends
+    assert 6 in s.delays  # the second sentence's words count the line's words
+    assert list(s.delays) == sorted(s.delays)
+
+
+def test_full_sentence_waits_for_everything(engine: Engine) -> None:
+    sim = simulate(engine, "full", SOURCES[:2], REFERENCES[:2], config=SERIAL)
+    for s in sim.stats:
+        assert set(s.delays) <= {s.source_length}
+
+
+def test_batching_does_not_change_results(engine: Engine) -> None:
+    one = simulate(engine, "wait-k:k=2", SOURCES, REFERENCES, config=SERIAL)
+    all_ = simulate(engine, "wait-k:k=2", SOURCES, REFERENCES, config=RunConfig(batch_size=3))
+    assert [(s.prediction, s.delays) for s in one.stats] == [
+        (s.prediction, s.delays) for s in all_.stats
+    ]
+
+
+def test_retranslation_records_displays(engine: Engine) -> None:
+    sim = simulate(engine, "local-agreement", SOURCES[:1], REFERENCES[:1], config=SERIAL)
+    (s,) = sim.stats
+    assert s.displays is not None and len(s.displays) >= 1
+    assert s.displays[-1] == s.prediction  # the last display is the final output
+
+
+def test_bad_input_is_explained(engine: Engine) -> None:
+    with pytest.raises(ValueError, match="source line 2 is empty"):
+        simulate(engine, "wait-k:k=1", ["a b", " "], ["x", "y"])
+    with pytest.raises(ValueError, match="2 source lines but 1 reference"):
+        simulate(engine, "wait-k:k=1", ["a b", "c"], ["x"])
+    with pytest.raises(ValueError, match="batch_size"):
+        RunConfig(batch_size=0)
+
+
+def _simulmt(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "simulmt.cli", *args],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+
+
+def test_eval_cli_json_output_and_plot(files: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = _simulmt(
+        "eval", "--policy", "full", "--sweep", "wait-k:k=1,3", "--source", str(files / "src.txt"),
+        "--reference", str(files / "ref.txt"), "--model", str(files / "model"),
+        "--output", str(out), "--json", "--threads", "1", "--no-progress", "--batch-size", "1",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [r["policy"] for r in rows] == ["full", "wait-k:k=1", "wait-k:k=3"]
+    for r in rows:
+        assert {"policy", "bleu", "chrf", "al", "laal", "dal", "ap", "ca_al", "sentences",
+                "empty", "bleu_signature"} <= set(r)  # fmt: skip
+        assert r["sentences"] == 3 and r["bleu_signature"].startswith("nrefs:1|")
+    assert rows[0]["al"] > rows[1]["al"]  # full sentence lags more than wait-1
+    stats = read_instances(out / "wait-k_k=1" / "instances.log")
+    assert [s.source for s in stats] == SOURCES
+    assert {p.name for p in out.iterdir()} == {"full", "wait-k_k=1", "wait-k_k=3"}
+    png = tmp_path / "curve.png"
+    proc = _simulmt("plot", str(out), "-o", str(png))
+    assert proc.returncode == 0, proc.stderr
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_eval_cli_errors(files: Path) -> None:
+    common = ["--source", str(files / "src.txt"), "--reference", str(files / "ref.txt")]
+    proc = _simulmt("eval", "--policy", "no-such-policy", *common)
+    assert proc.returncode == 2 and "no-such-policy" in proc.stderr
+    proc = _simulmt("eval", *common)
+    assert proc.returncode == 2 and "--policy" in proc.stderr
+    proc = _simulmt("eval", "--policy", "full", "--source", "missing.txt",
+                    "--reference", str(files / "ref.txt"))  # fmt: skip
+    assert proc.returncode == 2 and "missing.txt" in proc.stderr
+
+
+def test_simuleval_cli_with_adapter_agrees(files: Path, tmp_path: Path, engine: Engine) -> None:
+    """The real `simuleval` CLI drives our agent; its delays and output equal ours."""
+    exe = Path(sys.executable).parent / "simuleval"
+    out = tmp_path / "se"
+    proc = subprocess.run(
+        [str(exe), "--agent-class", "simulmt.eval.simuleval_agent.SimulmtAgent",
+         "--source", str(files / "src.txt"), "--target", str(files / "ref.txt"),
+         "--policy", "wait-k:k=2", "--model", str(files / "model"), "--output", str(out),
+         "--latency-metrics", "AL", "LAAL", "AP", "DAL", "--no-progress-bar"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    theirs = read_instances(out / "instances.log")
+    ours = simulate(engine, "wait-k:k=2", SOURCES, REFERENCES, config=SERIAL).stats
+    assert [(s.prediction, s.delays) for s in theirs] == [(s.prediction, s.delays) for s in ours]

@@ -1,0 +1,216 @@
+"""End to end: a real server on 127.0.0.1 (port 0) with the tiny model, real websocket clients."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from simulmt.engine import Engine
+from simulmt.server.app import CaptionServer
+from simulmt.server.config import PROTOCOL, ServerConfig
+from simulmt.server.stream import StreamLog, paced, run_stream
+from simulmt.session import Session
+
+SENTENCES = ["ich habe heute einen Brief geschrieben .", "das Wetter ist schön .", "wir gehen"]
+TEXT = " ".join(SENTENCES)  # the last sentence has no final punctuation: `end` finishes it
+
+
+@functools.cache
+def engine() -> Engine:
+    return Engine.tiny(0)
+
+
+@functools.cache
+def reference_finals(policy: str, text: str = TEXT) -> tuple[str, ...]:
+    """What a Session alone makes of `text`, word by word (on its own engine instance)."""
+    session = Session(Engine.tiny(0), policy=policy)
+    updates = [u for w in text.split() for u in session.push(w)] + session.finish()
+    finals: dict[int, str] = {}
+    for u in updates:
+        if u.final:
+            finals.setdefault(u.sentence_id, u.text)  # the first final of a sentence counts
+    return tuple(finals.values())
+
+
+@asynccontextmanager
+async def running(
+    config: ServerConfig | None = None, load: Callable[[], Engine] = engine
+) -> AsyncIterator[CaptionServer]:
+    server = CaptionServer(config or ServerConfig(port=0), load=load, model_name="tiny")
+    await server.start()
+    try:
+        await server.wait_ready()
+        yield server
+    finally:
+        await server.stop()
+
+
+def ws_url(server: CaptionServer, path: str = "/ws") -> str:
+    return f"ws://127.0.0.1:{server.port}{path}"
+
+
+async def stream(server: CaptionServer, policy: str, text: str = TEXT, rate: float = 0) -> StreamLog:
+    return await run_stream(ws_url(server), paced(text.split(), rate), policy=policy)
+
+
+def check_stream(log: StreamLog) -> None:
+    """The protocol's guarantees, on everything one connection received."""
+    assert [m["seq"] for m in log.messages] == list(range(1, len(log.messages) + 1))
+    assert log.messages[0]["type"] == "session" and log.messages[-1]["type"] == "end"
+    committed: dict[int, str] = {}
+    words: dict[int, int] = {}
+    finished: list[int] = []
+    for m in log.messages:
+        if m["type"] == "partial":
+            sid = m["sentence_id"]
+            assert sid not in finished, "partial after the sentence's final"
+            committed[sid] = committed.get(sid, "") + m["committed_delta"]
+            assert len(m["delays"]) == len(m["emitted_ms"]) == m["committed_len"] - words.get(sid, 0)
+            words[sid] = m["committed_len"]
+            assert all(1 <= d for d in m["delays"])
+        elif m["type"] == "final":
+            # committed text is never retracted: the final is exactly the committed pieces joined
+            assert m["text"] == committed.get(m["sentence_id"], "")
+            finished.append(m["sentence_id"])
+    assert finished == sorted(finished) == list(range(len(finished)))
+    assert log.messages[-1]["sentences"] == len(finished)
+    assert log.close_code == 1000
+
+
+async def test_happy_path_matches_a_session_alone() -> None:
+    async with running() as server:
+        log = await stream(server, "wait-k:k=2")
+    check_stream(log)
+    assert log.session is not None
+    assert log.session["model"] == "tiny-0"
+    assert log.session["limits"]["max_sentence_words"] > 0
+    assert [m["source"] for m in log.messages if m["type"] == "final"] == SENTENCES
+    assert tuple(log.finals()) == reference_finals("wait-k:k=2")
+
+
+async def test_chunking_does_not_change_the_translation() -> None:
+    """One message per word, everything in one message, or paced: the same finals."""
+    async with running() as server:
+        per_word = await stream(server, "wait-k:k=3")
+        paced_log = await stream(server, "wait-k:k=3", rate=40)
+        async with connect(ws_url(server, "/")) as ws:  # "/" takes websockets too
+            await ws.send(json.dumps({"type": "start", "protocol": PROTOCOL, "policy": "wait-k:k=3"}))
+            await ws.send(json.dumps({"type": "source", "text": TEXT}))
+            await ws.send(json.dumps({"type": "end"}))
+            at_once = [json.loads(m) async for m in ws]
+    finals = [m["text"] for m in at_once if m["type"] == "final"]
+    assert finals == per_word.finals() == paced_log.finals() == list(reference_finals("wait-k:k=3"))
+
+
+async def test_concurrent_sessions_equal_each_alone() -> None:
+    policies = ["wait-k:k=1", "wait-k:k=3", "full", "wait-k:k=2", "wait-k:k=1"]
+    texts = [TEXT, " ".join(reversed(SENTENCES[:2])), TEXT, SENTENCES[1], TEXT]
+    async with running() as server:
+        logs = await asyncio.gather(
+            *(stream(server, p, t, rate=25) for p, t in zip(policies, texts, strict=True))
+        )
+        stats = server.worker.stats
+    for log, policy, text in zip(logs, policies, texts, strict=True):
+        check_stream(log)
+        assert tuple(log.finals()) == reference_finals(policy, text), policy
+    assert stats.max_batch > 1  # the sessions really were advanced together
+
+
+async def test_healthz_and_pages() -> None:
+    async with running() as server:
+        base = f"http://127.0.0.1:{server.port}"
+        health = await asyncio.to_thread(_get, base + "/healthz")
+        page = await asyncio.to_thread(_get, base + "/")
+        script = await asyncio.to_thread(_get, base + "/static/captions.js")
+        missing = await asyncio.to_thread(_get, base + "/nope")
+        plain_ws = await asyncio.to_thread(_get, base + "/ws")
+    assert health[0] == 200 and json.loads(health[2])["status"] == "ok"
+    assert page[0] == 200 and page[1]["Content-Type"].startswith("text/html")
+    assert "default-src 'self'" in page[1]["Content-Security-Policy"]
+    assert b"captions.js" in page[2]
+    assert script[0] == 200 and b"textContent" in script[2] and b"innerHTML" not in script[2]
+    assert missing[0] == 404 and plain_ws[0] == 426
+
+
+def _get(url: str) -> tuple[int, dict[str, str], bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+async def test_healthz_is_503_until_the_model_loads() -> None:
+    release = threading.Event()
+
+    def slow_load() -> Engine:
+        release.wait(timeout=30)
+        return engine()
+
+    server = CaptionServer(ServerConfig(port=0), load=slow_load, model_name="tiny")
+    await server.start()
+    try:
+        url = f"http://127.0.0.1:{server.port}/healthz"
+        status, _, body = await asyncio.to_thread(_get, url)
+        assert (status, json.loads(body)["status"]) == (503, "loading")
+        with pytest.raises(InvalidStatus) as info:
+            async with connect(ws_url(server)):
+                pass
+        assert info.value.response.status_code == 503
+        release.set()
+        await server.wait_ready()
+        assert (await asyncio.to_thread(_get, url))[0] == 200
+    finally:
+        release.set()
+        await server.stop()
+
+
+async def test_a_model_that_fails_to_load_is_reported() -> None:
+    def broken() -> Engine:
+        raise FileNotFoundError("no model at /nowhere")
+
+    server = CaptionServer(ServerConfig(port=0), load=broken, model_name="x")
+    await server.start()
+    try:
+        with pytest.raises(FileNotFoundError):
+            await server.wait_ready()
+        status, _, body = await asyncio.to_thread(_get, f"http://127.0.0.1:{server.port}/healthz")
+        assert status == 503
+        assert json.loads(body) | {"status": "failed", "error": "no model at /nowhere"} == json.loads(body)
+    finally:
+        await server.stop()
+
+
+async def test_graceful_stop_sends_finals_then_1001() -> None:
+    async with running() as server:
+        opened = []
+        for text in ("ich habe heute", "das Wetter"):  # sentences left open
+            ws = await connect(ws_url(server))
+            await ws.send(json.dumps({"type": "start", "protocol": PROTOCOL, "policy": "wait-k:k=2"}))
+            await ws.send(json.dumps({"type": "source", "text": text}))
+            assert json.loads(await ws.recv())["type"] == "session"
+            assert json.loads(await ws.recv())["type"] == "partial"  # the words were read
+            opened.append(ws)
+        idle = await connect(ws_url(server))  # connected, never started
+        await server.stop()
+        for ws, text in zip(opened, ("ich habe heute", "das Wetter"), strict=True):
+            messages = [json.loads(m) async for m in ws]
+            finals = [m for m in messages if m["type"] == "final"]
+            assert [f["source"] for f in finals] == [text]
+            assert ws.close_code == 1001
+        with pytest.raises(ConnectionClosed):
+            await idle.recv()
+        assert idle.close_code == 1001
+        with pytest.raises(OSError):
+            async with connect(ws_url(server), open_timeout=2):
+                pass
