@@ -50,11 +50,13 @@ class CaptionServer:
         self._static = load_static()
         self._server: Server | None = None
         self._load_task: asyncio.Task[None] | None = None
+        self._port: int | None = None
 
     @property
     def port(self) -> int:
-        assert self._server is not None, "start() first"
-        return int(self._server.sockets[0].getsockname()[1])
+        """The port listened on (the real one when the config asked for 0)."""
+        assert self._port is not None, "start() first"
+        return self._port
 
     async def start(self) -> None:
         self.worker.start(asyncio.get_running_loop())
@@ -72,6 +74,7 @@ class CaptionServer:
             ping_timeout=c.ping_timeout_s,
             close_timeout=5,
         )
+        self._port = int(self._server.sockets[0].getsockname()[1])
         logger.info("listening on ws://%s:%d/ (instance %s)", c.host, self.port, self.instance)
 
     async def _await_model(self) -> None:

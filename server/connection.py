@@ -77,6 +77,7 @@ class Connection:
         self.seq = 0  # seq of the last message sent
         self.sentences = 0  # finals sent
         self.max_outbox = 0  # high-water mark actually reached (for tests and stats)
+        self.words_in = 0  # source words handed to the worker
         self.stream: Stream | None = None
         self._committed: dict[int, int] = {}  # sentence_id -> committed words sent so far
         self._last_final = -1  # sentences are finished in order: ids <= this one are done
@@ -194,6 +195,7 @@ class Connection:
         assert self.stream is not None
         if isinstance(message, Source):
             if message.words:
+                self.words_in += len(message.words)
                 self.worker.submit(self.stream, Op(OpKind.FEED, words=message.words))
         elif isinstance(message, Flush):
             self.worker.submit(self.stream, Op(OpKind.END_SOURCE))

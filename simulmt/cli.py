@@ -11,6 +11,8 @@ import sys
 COMMANDS: dict[str, str] = {
     "data": "simulmt.data.cli",
     "train": "simulmt.train.cli",
+    "translate": "simulmt.translate",
+    "export": "simulmt.export",
     "policies": "simulmt.policies.cli",
     "eval": "simulmt.eval.cli",
     "plot": "simulmt.eval.plot_cli",

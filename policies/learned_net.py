@@ -1,0 +1,157 @@
+"""The learned policy's network: features from the decoder, a small MLP, and its checkpoint file.
+
+The same `policy_features` builds the input at training time (from oracle states, see
+`simulmt.policies.oracle`) and at inference (from the search's `ModelSignals`), so the two
+can never drift apart. Features of one decision (F = D + N_SCALARS):
+
+- the top decoder layer's output for the best hypothesis (D values, after its LayerNorm),
+- the next-token entropy (nats) and top probability,
+- log(1 + source words read), log(1 + target tokens written), their difference in raw counts
+  (the lag; words minus tokens, as the wait-k schedules of this project count),
+- 1.0 if the source is finished else 0.0.
+
+The network standardizes its input with the training set's mean/std (stored as buffers) and
+outputs one logit: log-odds of WRITE.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import zipfile
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from simulmt.policies.base import PolicyError
+
+FORMAT = "simulmt-policy-v1"
+N_SCALARS = 6  # entropy, top prob, log1p(read), log1p(written), lag, source finished
+SCALAR_NAMES = ("entropy", "top_prob", "log_read", "log_written", "lag", "finished")
+TRAIN_HINT = ("train one with `simulmt train-policy --model MODEL_DIR --data CORPUS_DIR "
+              "--out FILE`")
+
+
+def policy_features(
+    state: torch.Tensor,
+    log_probs: torch.Tensor,
+    src_read: torch.Tensor,
+    tgt_written: torch.Tensor,
+    finished: torch.Tensor,
+) -> torch.Tensor:
+    """state (N, D), log_probs (N, V), src_read/tgt_written/finished (N,) -> features (N, D+6)."""
+    log_probs = log_probs.float()
+    probs = log_probs.exp()  # (N, V)
+    entropy = torch.special.entr(probs).sum(dim=-1)  # (N,) entr(0) = 0, so -inf log-probs are safe
+    top = probs.max(dim=-1).values  # (N,)
+    read, written = src_read.float(), tgt_written.float()
+    scalars = torch.stack(
+        [entropy, top, torch.log1p(read), torch.log1p(written), read - written, finished.float()],
+        dim=-1,
+    )  # (N, 6)
+    return torch.cat([state.float(), scalars], dim=-1)  # (N, D+6)
+
+
+@dataclass(frozen=True)
+class NetConfig:
+    d_state: int  # decoder state size D of the translation model it was trained with
+    vocab_size: int  # the translation model's vocabulary (checked against log_probs)
+    hidden: int = 64  # small: the decision is mostly entropy/lag; 64 leaves room for the state
+    layers: int = 2  # hidden layers
+    dropout: float = 0.1  # oracle labels are noisy; a little dropout keeps the net smooth
+
+    def __post_init__(self) -> None:
+        for name in ("d_state", "vocab_size", "hidden", "layers"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"NetConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"NetConfig.dropout must be in [0, 1), got {self.dropout}")
+
+    @property
+    def n_features(self) -> int:
+        return self.d_state + N_SCALARS
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NetConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown net config keys {sorted(unknown)}; accepted: {sorted(known)}")
+        return cls(**data)
+
+
+class PolicyNet(nn.Module):
+    """features (N, F) -> WRITE logits (N,). Holds weights only."""
+
+    def __init__(self, cfg: NetConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.register_buffer("mean", torch.zeros(cfg.n_features))
+        self.register_buffer("std", torch.ones(cfg.n_features))
+        layers: list[nn.Module] = []
+        width = cfg.n_features
+        for _ in range(cfg.layers):
+            layers += [nn.Linear(width, cfg.hidden), nn.GELU(), nn.Dropout(cfg.dropout)]
+            width = cfg.hidden
+        layers.append(nn.Linear(width, 1))
+        self.mlp = nn.Sequential(*layers)
+
+    def set_normalization(self, features: torch.Tensor) -> None:
+        """Standardize inputs with the mean/std of `features` (N, F), the training set."""
+        self.mean.copy_(features.mean(dim=0))
+        self.std.copy_(features.std(dim=0).clamp(min=1e-4))  # constant features stay finite
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        x = (features - self.mean) / self.std  # (N, F)
+        return self.mlp(x).squeeze(-1)  # (N,)
+
+    @torch.no_grad()
+    def write_prob(self, features: torch.Tensor) -> torch.Tensor:
+        """P(WRITE) for features (N, F) -> (N,), in eval mode."""
+        return torch.sigmoid(self.eval()(features))
+
+
+def save_policy(path: Path, net: PolicyNet, *, meta: dict[str, Any],
+                resume: dict[str, Any] | None = None) -> None:
+    """Write a policy checkpoint atomically: a dict of tensors/primitives (weights_only-loadable)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload: dict[str, Any] = {"format": FORMAT, "net_config": asdict(net.cfg),
+                               "net": net.state_dict(), "meta": meta}
+    if resume is not None:
+        payload["resume"] = resume
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    torch.save(payload, tmp)
+    os.replace(tmp, path)
+
+
+def read_policy_file(path: Path) -> dict[str, Any]:
+    """Load and check a policy checkpoint dict; PolicyError saying what is wrong otherwise."""
+    if not path.is_file():
+        raise PolicyError(f"no policy checkpoint at {path}; {TRAIN_HINT}")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, OSError) as e:
+        raise PolicyError(f"policy checkpoint {path} is corrupt or truncated ({e}); "
+                          f"{TRAIN_HINT}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise PolicyError(f"{path} is not a learned-policy checkpoint (expected a dict with "
+                          f"format={FORMAT!r}); {TRAIN_HINT}")
+    for key in ("net_config", "net", "meta"):
+        if key not in data:
+            raise PolicyError(f"policy checkpoint {path} has no {key!r} entry; {TRAIN_HINT}")
+    return data
+
+
+def net_from_checkpoint(path: Path, data: dict[str, Any] | None = None) -> PolicyNet:
+    """Build the network a policy checkpoint describes and load its weights (eval mode)."""
+    data = data if data is not None else read_policy_file(path)
+    try:
+        net = PolicyNet(NetConfig.from_dict(dict(data["net_config"])))
+        net.load_state_dict(data["net"])
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise PolicyError(f"policy checkpoint {path} does not describe a valid network: {e}; "
+                          f"{TRAIN_HINT}") from None
+    return net.eval()

@@ -1,0 +1,63 @@
+"""Export a training run as a model folder (`simulmt export`): averaged, fp16, self-contained."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+import torch
+
+from simulmt.model.checkpoint import CheckpointError, average_state_dicts, load_checkpoint, save_checkpoint
+
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--run", type=Path, required=True, help="training run folder (with step-*.pt, last.pt)")
+    parser.add_argument("--out", type=Path, required=True, help="model folder to write (model.pt + spm.model)")
+    parser.add_argument("--average", type=int, default=1, help="average the last N step checkpoints (checkpoint averaging)")
+    parser.add_argument("--name", default="", help="model name shown to clients (default: the folder name)")
+    parser.add_argument("--fp32", action="store_true", help="keep float32 weights (default: float16, half the size)")
+
+
+def export(run: Path, out: Path, *, average: int = 1, name: str = "", fp16: bool = True) -> Path:
+    steps = sorted(run.glob("step-*.pt"), key=lambda p: int(p.stem.split("-")[1]))
+    chosen = steps[-average:] if steps else [run / "last.pt"]
+    base = load_checkpoint(chosen[-1])
+    weights = average_state_dicts(chosen) if len(chosen) > 1 else base["model"]
+    if fp16:
+        weights = {k: v.half() if v.is_floating_point() else v for k, v in weights.items()}
+    train_cfg = dict(base.get("train_config", {}))
+    meta = {
+        "name": name or out.name,
+        "src": train_cfg.get("src", "de"),
+        "tgt": train_cfg.get("tgt", "en"),
+        "steps": int(base.get("progress", {}).get("step", 0)),
+        "averaged": [p.name for p in chosen],
+    }
+    payload = {
+        "model_config": base["model_config"],
+        "model": weights,
+        "tokenizer": base["tokenizer"],
+        "meta": meta,
+        "train_config": train_cfg,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    save_checkpoint(out / "model.pt", payload)
+    (out / "spm.model").write_bytes(base["tokenizer"])
+    (out / "config.json").write_text(json.dumps({"meta": meta, "model": base["model_config"]}, indent=2) + "\n")
+    return out / "model.pt"
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        path = export(args.run, args.out, average=args.average, name=args.name, fp16=not args.fp32)
+    except (CheckpointError, KeyError, OSError) as e:
+        print(f"simulmt export: {e}", file=sys.stderr)
+        return 2
+    size = path.stat().st_size / 1e6
+    print(f"wrote {path} ({size:.1f} MB, {torch.__version__})")
+    return 0

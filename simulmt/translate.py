@@ -1,0 +1,119 @@
+"""Translate text as it streams in (`simulmt translate`): live captions in the terminal or JSON lines."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TextIO
+
+from simulmt.engine import Engine
+from simulmt.policies.base import PolicyError
+from simulmt.search.options import Scoring, SearchOptions
+from simulmt.session import InputError, Session
+from simulmt.updates import Update
+
+DIM, RESET, CLEAR = "\x1b[2m", "\x1b[0m", "\r\x1b[K"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", default="wait-k:k=3", help="policy spec, e.g. wait-k:k=3 (see `simulmt policies`)")
+    parser.add_argument("--beam", type=int, default=1, help="beam size (default 1: greedy)")
+    parser.add_argument("--lookahead", type=int, default=1, help="speculative commit depth for beam > 1")
+    parser.add_argument("--scoring", choices=[s.value for s in Scoring], default=Scoring.GNMT.value)
+    parser.add_argument("--model", type=Path, help="model folder (default: the bundled de→en model)")
+    parser.add_argument("--input", type=Path, help="read source lines from this file instead of stdin")
+    parser.add_argument("--rate", type=float, default=0.0, help="words per second to simulate a speaker (0: as fast as possible)")
+    parser.add_argument("--jsonl", action="store_true", help="one JSON object per update instead of live text")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest for one stream)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    torch.set_num_threads(max(1, args.threads))
+    try:
+        opts = SearchOptions(beam=args.beam, lookahead=args.lookahead, scoring=Scoring(args.scoring))
+        engine = Engine.load(args.model)
+        session = Session(engine, policy=args.policy, options=opts)
+    except (PolicyError, ValueError, OSError) as e:
+        print(f"simulmt translate: {e}", file=sys.stderr)
+        return 2
+    source = args.input.open(encoding="utf-8") if args.input else sys.stdin
+    view = JsonView(sys.stdout) if args.jsonl else LiveView(sys.stdout, color=sys.stdout.isatty())
+    try:
+        for lineno, line in enumerate(source, start=1):
+            if not line.strip():
+                print(f"line {lineno}: empty line skipped", file=sys.stderr)
+                continue
+            try:
+                for chunk in _chunks(line, args.rate):
+                    view.show(session.push(chunk))
+                view.show(session.flush())
+            except InputError as e:
+                print(f"line {lineno}: {e}", file=sys.stderr)
+            _warn(session, lineno)
+        view.show(session.finish())
+    except KeyboardInterrupt:
+        view.show(session.finish())
+    finally:
+        if args.input:
+            source.close()
+    return 0
+
+
+def _chunks(line: str, rate: float) -> Iterator[str]:
+    if rate <= 0:
+        yield line
+        return
+    for word in line.split():
+        time.sleep(1.0 / rate)
+        yield word
+
+
+def _warn(session: Session, lineno: int) -> None:
+    for w in session.warnings:
+        print(f"line {lineno}: note: {w}", file=sys.stderr)
+    session.warnings.clear()
+
+
+class JsonView:
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def show(self, updates: Iterable[Update]) -> None:
+        for u in updates:
+            record = {
+                "sentence_id": u.sentence_id,
+                "committed_delta": u.committed_delta,
+                "tentative": u.tentative,
+                "delays": list(u.delays),
+                "emitted_ms": [round(t, 1) for t in u.emitted_ms],
+                "final": u.final,
+            }
+            if u.final:
+                record.update(text=u.text, source=u.source)
+            self.out.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self.out.flush()
+
+
+class LiveView:
+    """Committed text in full, the tentative tail dimmed, redrawn in place on a terminal."""
+
+    def __init__(self, out: TextIO, *, color: bool) -> None:
+        self.out, self.color = out, color
+        self.committed = ""
+
+    def show(self, updates: Iterable[Update]) -> None:
+        for u in updates:
+            self.committed += u.committed_delta
+            if u.final:
+                line = self.committed.strip()
+                self.out.write((CLEAR + line if self.color else line) + "\n")
+                self.committed = ""
+            elif self.color:
+                self.out.write(f"{CLEAR}{self.committed.strip()}{DIM}{u.tentative}{RESET}")
+        self.out.flush()

@@ -1,0 +1,119 @@
+"""Invariants of the incremental Transformer, as property tests over random shapes."""
+
+from __future__ import annotations
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulmt.model.config import ModelConfig
+from simulmt.model.state import BeamState, SourceState
+from simulmt.model.transformer import SimulTransformer
+from simulmt.search.step import StepRequest, run_step
+
+CFG = ModelConfig(vocab_size=60, d_model=32, n_heads=4, enc_layers=2, dec_layers=2, d_ff=48, dropout=0.0)
+
+
+def make_model(seed: int = 0) -> SimulTransformer:
+    torch.manual_seed(seed)
+    return SimulTransformer(CFG).eval()
+
+
+MODEL = make_model()
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 30), st.lists(st.integers(1, 5), min_size=1, max_size=8), st.integers(0, 10_000))
+def test_encoding_piecewise_equals_whole(length: int, chunks: list[int], seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, CFG.vocab_size, (1, length), generator=g)  # (1, S)
+    with torch.no_grad():
+        whole, _ = MODEL.encode(src)
+        parts, past, pos = [], None, 0
+        for c in chunks * length:
+            if pos >= length:
+                break
+            out, past = MODEL.encode(src[:, pos : pos + c], past=past, start=pos)
+            parts.append(out)
+            pos += c
+    assert (torch.cat(parts, dim=1) - whole).abs().max() <= 1e-5
+
+
+def _random_vis(g: torch.Generator, src_len: int, tgt_len: int) -> torch.Tensor:
+    steps = torch.randint(0, 3, (tgt_len,), generator=g)  # (T,)
+    start = int(torch.randint(1, src_len + 1, (1,), generator=g))
+    return torch.clamp(start + steps.cumsum(0) - steps[0], 1, src_len)  # monotone, in [1, S]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 20), st.integers(1, 15), st.integers(0, 10_000))
+def test_incremental_decoder_equals_teacher_forced(src_len: int, tgt_len: int, seed: int) -> None:
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, CFG.vocab_size, (1, src_len), generator=g)
+    tgt = torch.randint(4, CFG.vocab_size, (1, tgt_len), generator=g)
+    vis = _random_vis(g, src_len, tgt_len).unsqueeze(0)  # (1, T)
+    with torch.no_grad():
+        full = torch.log_softmax(MODEL(src, tgt, vis), dim=-1)[0]  # (T, V)
+        memory, enc_kv = MODEL.encode(src)
+        source = SourceState(ids=src[0].tolist(), ends=list(range(1, src_len + 1)),
+                             enc_kv=enc_kv, cross_kv=MODEL.cross_kv(memory))
+        beam = BeamState.start()
+        beam.tokens = tgt[:, :1]
+        for t in range(tgt_len):
+            (res,) = run_step(MODEL, [StepRequest(source, beam, int(vis[0, t]))])
+            assert (res.log_probs[0] - full[t]).abs().max() <= 1e-4
+            beam.self_kv = res.self_kv if beam.self_kv is None else [
+                (torch.cat([k0, k1], 2), torch.cat([v0, v1], 2)) for (k0, v0), (k1, v1) in zip(beam.self_kv, res.self_kv)
+            ]
+            beam.tokens = tgt[:, : t + 2] if t + 1 < tgt_len else beam.tokens
+            beam.token_lp = torch.zeros(1, beam.tokens.shape[1] - 1)
+
+
+def _stream(seed: int, src_len: int, tgt_len: int, beam_size: int) -> tuple[SourceState, BeamState, int]:
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, CFG.vocab_size, (1, src_len), generator=g)
+    with torch.no_grad():
+        memory, enc_kv = MODEL.encode(src)
+    source = SourceState(ids=src[0].tolist(), ends=list(range(1, src_len + 1)),
+                         enc_kv=enc_kv, cross_kv=MODEL.cross_kv(memory))
+    tokens = torch.randint(4, CFG.vocab_size, (beam_size, tgt_len + 1), generator=g)
+    tokens[:, 0] = 2
+    beam = BeamState(tokens=tokens, token_lp=torch.zeros(beam_size, tgt_len))
+    if tgt_len:
+        from simulmt.model.transformer import prefill_kv
+
+        with torch.no_grad():
+            beam.self_kv = prefill_kv(MODEL, tokens[:, :-1], source.cross_kv or [], src_len)
+    return source, beam, int(torch.randint(1, src_len + 1, (1,), generator=g))
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 15), st.integers(0, 8), st.integers(1, 3)), min_size=2, max_size=5),
+       st.integers(0, 1000))
+def test_batch_of_streams_equals_each_alone(shapes: list[tuple[int, int, int]], seed: int) -> None:
+    streams = [_stream(seed + i, s, t, b) for i, (s, t, b) in enumerate(shapes)]
+    requests = [StepRequest(src, beam, vis, lookahead=src_len)
+                for (src, beam, vis), (src_len, _, _) in zip(streams, shapes)]
+    together = run_step(MODEL, requests)
+    for req, res in zip(requests, together):
+        (alone,) = run_step(MODEL, [req])
+        assert (alone.log_probs - res.log_probs).abs().max() <= 1e-5
+        assert res.lookahead_log_probs is not None and alone.lookahead_log_probs is not None
+        assert (alone.lookahead_log_probs - res.lookahead_log_probs).abs().max() <= 1e-5
+        for (ka, va), (kb, vb) in zip(alone.self_kv, res.self_kv):
+            assert (ka - kb).abs().max() <= 1e-5 and (va - vb).abs().max() <= 1e-5
+
+
+def test_prefix_visibility_is_respected() -> None:
+    """Changing source tokens the decoder may not see must not change its output."""
+    g = torch.Generator().manual_seed(3)
+    src = torch.randint(4, CFG.vocab_size, (1, 10), generator=g)
+    other = src.clone()
+    other[0, 6:] = torch.randint(4, CFG.vocab_size, (4,), generator=g)
+    tgt = torch.randint(4, CFG.vocab_size, (1, 5), generator=g)
+    vis = torch.tensor([[2, 3, 4, 5, 6]])
+    with torch.no_grad():
+        a, b = MODEL(src, tgt, vis), MODEL(other, tgt, vis)
+        c = MODEL(other, tgt, torch.full((1, 5), 10))
+    assert torch.allclose(a, b, atol=1e-6)
+    assert not torch.allclose(a, c, atol=1e-3)

@@ -1,0 +1,158 @@
+"""Streaming session guarantees, as property tests over random streams and policies."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simulmt.engine import Engine
+from simulmt.search.offline import greedy_decode
+from simulmt.search.options import SearchOptions
+from simulmt.session import InputError, Session, SessionLimits, advance
+from simulmt.updates import Update
+from simulmt.words import FULL, word_ends
+
+ENGINE = Engine.tiny(0)
+SENTENCES = [
+    "Ich habe heute ein Buch gelesen .",
+    "Der Hund läuft schnell über die Straße .",
+    "Wo ist der Bahnhof ?",
+    "Die Kinder spielen im Garten Fußball .",
+    "Er hat das Fenster geöffnet , weil es warm war .",
+]
+POLICIES = ["wait-k:k=1", "wait-k:k=3", "full", "confidence:threshold=0.4", "wait-if-diff",
+            "wait-if-worse", "local-agreement:n=2", "schedule:g=[1,1,3,4]"]
+
+
+def chunked(words: list[str], cuts: list[int]) -> list[str]:
+    out, pos = [], 0
+    for c in cuts:
+        if pos >= len(words):
+            break
+        out.append(" ".join(words[pos : pos + c]))
+        pos += c
+    if pos < len(words):
+        out.append(" ".join(words[pos:]))
+    return out
+
+
+def run_stream(policy: str, text: str, cuts: list[int], beam: int = 1) -> list[Update]:
+    s = Session(ENGINE, policy=policy, beam=beam)
+    ups: list[Update] = []
+    for chunk in chunked(text.split(), cuts):
+        ups += s.push(chunk)
+    ups += s.finish()
+    return ups
+
+
+def check_guarantees(ups: list[Update], text: str) -> None:
+    by_sentence: dict[int, list[Update]] = {}
+    for u in ups:
+        by_sentence.setdefault(u.sentence_id, []).append(u)
+    for sid, seq in by_sentence.items():
+        finals = [u for u in seq if u.final]
+        assert len(finals) == 1 and seq[-1].final, f"sentence {sid}: exactly one final, last"
+        joined = "".join(u.committed_delta for u in seq)
+        assert finals[0].text == joined.strip(), "final text = committed deltas joined"
+        n_src = len(finals[0].source.split())
+        delays = [d for u in seq for d in u.delays]
+        assert len(delays) == len(joined.split())
+        assert delays == sorted(delays), "delays are monotone"
+        assert all(1 <= d <= n_src for d in delays)
+        lens = [u.committed_len for u in seq]
+        assert lens == sorted(lens)
+    sources = " ".join(u.source for u in ups if u.final)
+    assert sources.split() == text.split(), "every source word belongs to exactly one sentence"
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(POLICIES), st.lists(st.sampled_from(SENTENCES), min_size=1, max_size=2),
+       st.lists(st.integers(1, 4), min_size=1, max_size=10), st.sampled_from([1, 1, 2]))
+def test_session_guarantees(policy: str, sents: list[str], cuts: list[int], beam: int) -> None:
+    text = " ".join(sents)
+    check_guarantees(run_stream(policy, text, cuts, beam), text)
+
+
+def _reference(text: str, k: int) -> str:
+    tok = ENGINE.tokenizer
+    ids = tok.encode(text)
+    (out,) = greedy_decode(ENGINE.model, [ids], [word_ends(ids, tok.is_word_start)], k=k)
+    return " ".join(tok.decode(out).split())
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.sampled_from(SENTENCES), st.lists(st.integers(1, 4), min_size=1, max_size=8), st.sampled_from([1, 2, 3, 5]))
+def test_wait_k_beam1_equals_reference_decoder(text: str, cuts: list[int], k: int) -> None:
+    ups = run_stream(f"wait-k:k={k}", text, cuts)
+    assert [u.text for u in ups if u.final] == [_reference(text, k)]
+
+
+@pytest.mark.parametrize("text", SENTENCES[:3])
+def test_full_beam1_equals_offline_greedy(text: str) -> None:
+    ups = run_stream("full", text, [1, 2, 3])
+    assert [u.text for u in ups if u.final] == [_reference(text, FULL)]
+
+
+def test_batched_advance_equals_each_alone() -> None:
+    specs = ["wait-k:k=2", "full", "local-agreement", "wait-if-diff"]
+    alone = []
+    for spec, text in zip(specs, SENTENCES):
+        s = Session(ENGINE, policy=spec)
+        s.feed(text)
+        alone.append([u.text for u in s.finish() if u.final])
+    sessions = [Session(ENGINE, policy=spec) for spec in specs]
+    for s, text in zip(sessions, SENTENCES):
+        s.feed(text)
+        s.end_source()
+    together = advance(ENGINE, sessions)
+    assert [[u.text for u in ups if u.final] for ups in together] == alone
+
+
+def test_beam_search_full_sentence_completes() -> None:
+    s = Session(ENGINE, policy="full", options=SearchOptions(beam=4))
+    ups = s.push(SENTENCES[0])
+    assert ups and ups[-1].final and ups[-1].text
+
+
+def test_words_wait_for_more_input() -> None:
+    s = Session(ENGINE, policy="wait-k:k=3")
+    assert not any(u.committed_delta for u in s.push("Ich habe"))  # fewer than k words: no output
+    assert s.sentences and not s.sentences[0].complete
+
+
+def test_overlong_word_is_rejected_and_nothing_lost() -> None:
+    s = Session(ENGINE, policy="wait-k:k=1", limits=SessionLimits(max_word_chars=10))
+    first = s.push("Ich habe")
+    with pytest.raises(InputError, match="longer than the limit of 10"):
+        s.push("heute " + "x" * 11)
+    rest = s.push("heute ein Buch gelesen .")
+    check_guarantees(first + rest, "Ich habe heute ein Buch gelesen .")
+
+
+def test_overlong_sentence_is_cut_with_a_warning() -> None:
+    s = Session(ENGINE, policy="wait-k:k=2", limits=SessionLimits(max_sentence_words=4))
+    ups = s.push("eins zwei drei vier fünf sechs") + s.finish()
+    assert [u.source for u in ups if u.final] == ["eins zwei drei vier", "fünf sechs"]
+    assert any("cut" in w for w in s.warnings)
+
+
+def test_unknown_characters_are_reported() -> None:
+    s = Session(ENGINE, policy="wait-k:k=2")
+    s.push("Ich ☃☃ habe .")
+    assert any("unknown characters" in w for w in s.warnings)
+
+
+def test_push_after_finish_is_an_error() -> None:
+    s = Session(ENGINE, policy="full")
+    s.push("Hallo .")
+    s.finish()
+    with pytest.raises(InputError, match="finished"):
+        s.push("noch mehr")
+
+
+def test_bad_policy_spec_lists_the_policies() -> None:
+    from simulmt.policies.base import PolicyError
+
+    with pytest.raises(PolicyError, match="wait-k"):
+        Session(ENGINE, policy="no-such-policy")

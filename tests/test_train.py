@@ -1,0 +1,148 @@
+"""Training: config, exact resume, checkpoints and their errors, export, DDP with 2 processes."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from simulmt.data.tokenizer import train_tokenizer
+from simulmt.engine import Engine, _tiny_pairs
+from simulmt.export import export
+from simulmt.model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
+from simulmt.session import Session
+from simulmt.train.config import TrainConfig
+from simulmt.train.loop import Trainer
+
+TINY_MODEL = {"d_model": 32, "n_heads": 4, "enc_layers": 1, "dec_layers": 1, "d_ff": 64, "dropout": 0.1}
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("corpus")
+    pairs = _tiny_pairs()
+    for split, rows in (("train", pairs), ("dev", pairs[:6])):
+        (d / f"{split}.de").write_text("".join(s + "\n" for s, _ in rows), encoding="utf-8")
+        (d / f"{split}.en").write_text("".join(t + "\n" for _, t in rows), encoding="utf-8")
+    train_tokenizer([x for p in pairs for x in p], d, vocab_size=200, seed=0)
+    return d
+
+
+def tiny_config(data: Path, out: Path, **kw: object) -> TrainConfig:
+    from simulmt.data.tokenizer import Tokenizer
+
+    vocab = Tokenizer.load(data / "spm.model").vocab_size
+    cfg = TrainConfig.from_dict({
+        "data": str(data), "out": str(out), "max_tokens": 300, "warmup": 5, "eval_every": 6,
+        "save_every": 3, "dev_sentences": 4, "bf16": False, "threads": 1,
+        "model": {"vocab_size": vocab, **TINY_MODEL},
+    })
+    return cfg.override([f"{k}={v}" for k, v in kw.items()])
+
+
+def test_config_toml_and_overrides(tmp_path: Path) -> None:
+    f = tmp_path / "c.toml"
+    f.write_text('lr = 0.002\nwait_k = [1, 3, 0]\n[model]\nd_model = 128\nn_heads = 4\n')
+    cfg = TrainConfig.from_toml(f).override(["model.enc_layers=2", "label_smoothing=0.2"])
+    assert (cfg.lr, cfg.wait_k, cfg.model.d_model, cfg.model.enc_layers, cfg.label_smoothing) == (
+        0.002, (1, 3, 0), 128, 2, 0.2)
+    assert TrainConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match="accepted"):
+        cfg.override(["no_such_field=1"])
+    with pytest.raises(ValueError, match="takes float"):
+        cfg.override(["lr=fast"])
+
+
+def test_training_reduces_loss_and_saves(data_dir: Path, tmp_path: Path) -> None:
+    cfg = tiny_config(data_dir, tmp_path / "run", max_steps=12)
+    trainer = Trainer(cfg)
+    from simulmt.train.batches import collate
+    from simulmt.train.loop import loss_fn
+
+    batch = collate(trainer.train, 0)
+    with torch.no_grad():
+        trainer.model.eval()
+        before = float(loss_fn(trainer.model, batch, 0.0, torch.device("cpu")))
+    trainer.run()
+    trainer.model.eval()
+    with torch.no_grad():
+        after = float(loss_fn(trainer.model, batch, 0.0, torch.device("cpu")))
+    assert after < before
+    assert (tmp_path / "run" / "last.pt").exists() and (tmp_path / "run" / "best.pt").exists()
+    assert (tmp_path / "run" / "dev.log").read_text().count("bleu_full") == 2
+    assert load_checkpoint(tmp_path / "run" / "last.pt")["train_config"]["max_steps"] == 12
+
+
+def test_resume_continues_exactly(data_dir: Path, tmp_path: Path) -> None:
+    straight = Trainer(tiny_config(data_dir, tmp_path / "a", max_steps=10, save_every=100, eval_every=100))
+    straight.run()
+    first = Trainer(tiny_config(data_dir, tmp_path / "b", max_steps=5, save_every=100, eval_every=100))
+    first.run()
+    resumed = Trainer(tiny_config(data_dir, tmp_path / "b", max_steps=10, save_every=100, eval_every=100), resume=True)
+    assert resumed.progress.step == 5
+    resumed.run()
+    for (name, a), (_, b) in zip(straight.model.state_dict().items(), resumed.model.state_dict().items()):
+        assert torch.equal(a, b), name
+
+
+def test_checkpoint_errors(data_dir: Path, tmp_path: Path) -> None:
+    cfg = tiny_config(data_dir, tmp_path / "run", max_steps=3)
+    Trainer(cfg).run()
+    good = tmp_path / "run" / "last.pt"
+    with pytest.raises(CheckpointError, match="does not exist"):
+        load_checkpoint(tmp_path / "missing.pt")
+    truncated = tmp_path / "truncated.pt"
+    truncated.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    with pytest.raises(CheckpointError, match="truncated.pt.*corrupt or truncated"):
+        load_checkpoint(truncated)
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(b"not a checkpoint at all")
+    with pytest.raises(CheckpointError, match="garbage.pt"):
+        load_checkpoint(garbage)
+    data = load_checkpoint(good)
+    data["model_config"] = {**data["model_config"], "d_model": 64}
+    with pytest.raises(CheckpointError, match="does not match its model_config"):
+        model_from_checkpoint(good, data)
+    other = tmp_path / "other.pt"
+    torch.save({"weights": torch.zeros(2)}, other)
+    with pytest.raises(CheckpointError, match="not a simulmt checkpoint"):
+        load_checkpoint(other)
+
+
+def test_export_and_load_as_engine(data_dir: Path, tmp_path: Path) -> None:
+    Trainer(tiny_config(data_dir, tmp_path / "run", max_steps=9)).run()
+    export(tmp_path / "run", tmp_path / "model", average=3)
+    engine = Engine.load(tmp_path / "model")
+    assert load_checkpoint(tmp_path / "model" / "model.pt")["model"]["embed.weight"].dtype == torch.float16
+    ups = Session(engine, policy="wait-k:k=2").push("Ich habe heute ein Buch gelesen .")
+    assert ups[-1].final
+    with pytest.raises(CheckpointError, match="no model at"):
+        Engine.load(tmp_path / "nowhere")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.slow
+def test_ddp_two_processes(data_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "ddp"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
+           str(_free_port()), "-m", "simulmt.cli", "train", "--data", str(data_dir), "--out", str(out),
+           "--set", "max_steps=4", "--set", "max_tokens=300", "--set", "bf16=false", "--set", "threads=1",
+           "--set", "eval_every=100", "--set", "save_every=100", "--set", "warmup=2"]
+    for k, v in TINY_MODEL.items():
+        cmd += ["--set", f"model.{k}={v}"]
+    cmd += ["--set", "model.vocab_size=200"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ckpt = load_checkpoint(out / "last.pt")
+    assert ckpt["progress"]["step"] == 4
