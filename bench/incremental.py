@@ -28,7 +28,10 @@ from simulmt.search.step import StepRequest, run_step
 K = 3
 
 
-def _grow(cache: list[tuple[torch.Tensor, torch.Tensor]] | None, new: list[tuple[torch.Tensor, torch.Tensor]]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def _grow(
+    cache: list[tuple[torch.Tensor, torch.Tensor]] | None,
+    new: list[tuple[torch.Tensor, torch.Tensor]],
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     if cache is None:
         return new
     return [(torch.cat([a, c], 2), torch.cat([b, d], 2)) for (a, b), (c, d) in zip(cache, new)]
@@ -50,10 +53,14 @@ def incremental(model: SimulTransformer, src: torch.Tensor) -> tuple[list[list[i
                 mem, enc_kv = model.encode(src[:, j : j + 1], past=enc_kv, start=j)  # (B, 1, D)
                 new = model.cross_kv(mem)  # per layer (B, H, 1, dh)
                 for s, source in enumerate(sources):
-                    source.cross_kv = _grow(source.cross_kv, [(k[s : s + 1], v[s : s + 1]) for k, v in new])
+                    source.cross_kv = _grow(
+                        source.cross_kv, [(k[s : s + 1], v[s : s + 1]) for k, v in new]
+                    )
                     source.ids.append(int(src[s, j]))
                     source.ends.append(j + 1)
-            results = run_step(model, [StepRequest(sources[s], beams[s], len(sources[s].ids)) for s in range(b)])
+            results = run_step(
+                model, [StepRequest(sources[s], beams[s], len(sources[s].ids)) for s in range(b)]
+            )
             for s, (beam, res) in enumerate(zip(beams, results)):
                 lp = res.log_probs[0].clone()
                 lp[NEVER + [EOS_ID]] = float("-inf")
@@ -83,11 +90,17 @@ def recompute(model: SimulTransformer, src: torch.Tensor) -> tuple[list[list[int
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", type=Path, help="model folder (default: random weights, default architecture)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--model", type=Path, help="model folder (default: random weights, default architecture)"
+    )
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--streams", type=int, nargs="+", default=[1, 16], help="streams decoded together")
+    ap.add_argument(
+        "--streams", type=int, nargs="+", default=[1, 16], help="streams decoded together"
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -96,8 +109,12 @@ def main() -> None:
 
         model = Engine.load(args.model).model
     else:
-        model = SimulTransformer(ModelConfig(d_model=256, enc_layers=3, dec_layers=3, d_ff=1024)).eval()
-    print(f"model: {model.num_parameters() / 1e6:.1f}M parameters, wait-{K}, greedy, {args.threads} thread(s)")
+        model = SimulTransformer(
+            ModelConfig(d_model=256, enc_layers=3, dec_layers=3, d_ff=1024)
+        ).eval()
+    print(
+        f"model: {model.num_parameters() / 1e6:.1f}M parameters, wait-{K}, greedy, {args.threads} thread(s)"
+    )
     print("| streams | source tokens | incremental (s) | recompute (s) | speed-up |")
     print("|---:|---:|---:|---:|---:|")
     for b in args.streams:

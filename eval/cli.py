@@ -11,6 +11,8 @@ from pathlib import Path
 from simulmt.eval.corpus import (
     EmptyHypothesis,
     LatencyConfig,
+    SentenceLatency,
+    SentenceStats,
     TargetLength,
     corpus_latency,
     sentence_latency,
@@ -75,6 +77,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="torch CPU threads (default: torch's choice; 1 avoids contention on a busy machine)",
     )
     a("--no-progress", action="store_true", help="no progress bar")
+    a(
+        "--groups",
+        type=Path,
+        default=None,
+        help="a label per source line (e.g. test.source from `simulmt data build`): "
+        "also score each label's lines on their own",
+    )
 
 
 def read_lines(path: Path, what: str, limit: int | None) -> list[str]:
@@ -116,7 +125,10 @@ def run(args: argparse.Namespace) -> int:
         )
         sources = read_lines(args.source, "source", args.limit)
         references = read_lines(args.reference, "reference", args.limit)
-        results = _evaluate_all(args, specs, sources, references, latency_config)
+        labels = read_lines(args.groups, "groups", args.limit) if args.groups else None
+        if labels is not None and len(labels) != len(sources):
+            raise ValueError(f"--groups has {len(labels)} lines, the source {len(sources)}")
+        results = _evaluate_all(args, specs, sources, references, latency_config, labels)
     except (FileNotFoundError, ValueError) as e:
         log.error("%s", e)
         return 2
@@ -125,7 +137,32 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(r.as_dict()))
     else:
         print(format_table(results))
+        for r in results:
+            for label, g in (r.groups or {}).items():
+                print(f"  {r.policy} [{label}] BLEU {g['bleu']:.2f} chrF {g['chrf']:.2f} "
+                      f"AL {_fmt(g['al'])} ({g['sentences']} sentences)")
     return 0
+
+
+def _fmt(value: object) -> str:
+    return f"{value:.2f}" if isinstance(value, float) else "-"
+
+
+def _group_scores(
+    labels: list[str],
+    stats: list[SentenceStats],
+    sentences: list[SentenceLatency],
+    references: list[str],
+    config: LatencyConfig,
+) -> dict[str, dict[str, object]]:
+    out: dict[str, dict[str, object]] = {}
+    for label in sorted(set(labels)):
+        idx = [i for i, lab in enumerate(labels) if lab == label]
+        quality = corpus_quality([stats[i].prediction for i in idx], [references[i] for i in idx])
+        lat = corpus_latency([sentences[i] for i in idx], config)
+        out[label] = {"bleu": quality.bleu, "chrf": quality.chrf, "al": lat.al,
+                      "laal": lat.laal, "sentences": len(idx)}
+    return out
 
 
 def _evaluate_all(
@@ -134,6 +171,7 @@ def _evaluate_all(
     sources: list[str],
     references: list[str],
     latency_config: LatencyConfig,
+    labels: list[str] | None = None,
 ) -> list[PolicyResult]:
     from simulmt.eval.instances import write_run
     from simulmt.eval.runner import RunConfig, simulate
@@ -165,6 +203,9 @@ def _evaluate_all(
             config=latency_config,
             beam=args.beam,
             wall_s=sim.wall_s,
+            groups=_group_scores(labels, sim.stats, sentences, references, latency_config)
+            if labels is not None
+            else None,
         )
         results.append(result)
         if args.output is not None:

@@ -27,6 +27,7 @@ class PolicyResult:
     config: LatencyConfig
     beam: int = 1
     wall_s: float | None = None  # wall-clock time of the simulation
+    groups: dict[str, dict[str, object]] | None = None  # per-label scores (--groups)
 
     def as_dict(self) -> dict[str, object]:
         """Flat JSON-able record: the keys of `simulmt eval --json` and scores.json."""
@@ -46,6 +47,7 @@ class PolicyResult:
             "empty_scoring": self.config.empty.value,
             "rate": self.config.rate,
             "wall_s": self.wall_s,
+            **({"groups": self.groups} if self.groups is not None else {}),
         }
 
 

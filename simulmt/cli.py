@@ -18,6 +18,7 @@ COMMANDS: dict[str, str] = {
     "plot": "simulmt.eval.plot_cli",
     "serve": "simulmt.server.cli",
     "client": "simulmt.server.client",
+    "train-policy": "simulmt.policies.train_policy",
 }
 
 

@@ -54,11 +54,17 @@ class Engine:
         folder = Path(model_dir) if model_dir is not None else default_model_dir()
         ckpt = folder / MODEL_FILE if folder.is_dir() else folder
         if not ckpt.exists():
-            raise CheckpointError(f"no model at {folder}: expected a folder with {MODEL_FILE} and {TOKENIZER_FILE}")
+            raise CheckpointError(
+                f"no model at {folder}: expected a folder with {MODEL_FILE} and {TOKENIZER_FILE}"
+            )
         data = load_checkpoint(ckpt)
         model = model_from_checkpoint(ckpt, data)
         tok_path = ckpt.parent / TOKENIZER_FILE
-        tokenizer = Tokenizer.from_bytes(data["tokenizer"]) if "tokenizer" in data else Tokenizer.load(tok_path)
+        tokenizer = (
+            Tokenizer.from_bytes(data["tokenizer"])
+            if "tokenizer" in data
+            else Tokenizer.load(tok_path)
+        )
         if tokenizer.vocab_size != model.cfg.vocab_size:
             raise CheckpointError(
                 f"{ckpt}: tokenizer has {tokenizer.vocab_size} pieces, model expects {model.cfg.vocab_size}"
@@ -70,7 +76,13 @@ class Engine:
             tgt=str(meta.get("tgt", "en")),
             parameters=model.num_parameters(),
         )
-        log.info("loaded %s (%s→%s, %.1fM parameters)", info.name, info.src, info.tgt, info.parameters / 1e6)
+        log.info(
+            "loaded %s (%s→%s, %.1fM parameters)",
+            info.name,
+            info.src,
+            info.tgt,
+            info.parameters / 1e6,
+        )
         return cls(model, tokenizer, info)
 
     @classmethod
@@ -96,7 +108,9 @@ class Engine:
             if len(source.ids) + len(new) > self.model.cfg.max_len:
                 raise ValueError(f"sentence longer than {self.model.cfg.max_len} tokens")
             ids = torch.tensor([new], dtype=torch.long)  # (1, n)
-            memory, source.enc_kv = self.model.encode(ids, past=source.enc_kv, start=len(source.ids))
+            memory, source.enc_kv = self.model.encode(
+                ids, past=source.enc_kv, start=len(source.ids)
+            )
             cross = self.model.cross_kv(memory)  # per layer (1, H, n, dh)
             if source.cross_kv is None:
                 source.cross_kv = cross
@@ -136,8 +150,14 @@ def _tiny_model(seed: int, train_steps: int) -> SimulTransformer:
     g = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     cfg = ModelConfig(
-        vocab_size=tok.vocab_size, d_model=32, n_heads=4, enc_layers=2, dec_layers=2,
-        d_ff=64, dropout=0.0, max_len=512,
+        vocab_size=tok.vocab_size,
+        d_model=32,
+        n_heads=4,
+        enc_layers=2,
+        dec_layers=2,
+        d_ff=64,
+        dropout=0.0,
+        max_len=512,
     )
     model = SimulTransformer(cfg)
     ids = [(tok.encode(s), tok.encode(t)) for s, t in _tiny_pairs()]
@@ -147,7 +167,9 @@ def _tiny_model(seed: int, train_steps: int) -> SimulTransformer:
         k = int(torch.randint(0, 5, (1,), generator=g))  # 0 = full sentence
         batch = collate(examples, k)
         logits = model(batch.src, batch.tgt_in, batch.vis)  # (B, T, V)
-        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=0)
+        loss = torch.nn.functional.cross_entropy(
+            logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=0
+        )
         opt.zero_grad()
         loss.backward()
         opt.step()

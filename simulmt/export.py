@@ -10,17 +10,35 @@ from pathlib import Path
 
 import torch
 
-from simulmt.model.checkpoint import CheckpointError, average_state_dicts, load_checkpoint, save_checkpoint
+from simulmt.model.checkpoint import (
+    CheckpointError,
+    average_state_dicts,
+    load_checkpoint,
+    save_checkpoint,
+)
 
 log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--run", type=Path, required=True, help="training run folder (with step-*.pt, last.pt)")
-    parser.add_argument("--out", type=Path, required=True, help="model folder to write (model.pt + spm.model)")
-    parser.add_argument("--average", type=int, default=1, help="average the last N step checkpoints (checkpoint averaging)")
-    parser.add_argument("--name", default="", help="model name shown to clients (default: the folder name)")
-    parser.add_argument("--fp32", action="store_true", help="keep float32 weights (default: float16, half the size)")
+    parser.add_argument(
+        "--run", type=Path, required=True, help="training run folder (with step-*.pt, last.pt)"
+    )
+    parser.add_argument(
+        "--out", type=Path, required=True, help="model folder to write (model.pt + spm.model)"
+    )
+    parser.add_argument(
+        "--average",
+        type=int,
+        default=1,
+        help="average the last N step checkpoints (checkpoint averaging)",
+    )
+    parser.add_argument(
+        "--name", default="", help="model name shown to clients (default: the folder name)"
+    )
+    parser.add_argument(
+        "--fp32", action="store_true", help="keep float32 weights (default: float16, half the size)"
+    )
 
 
 def export(run: Path, out: Path, *, average: int = 1, name: str = "", fp16: bool = True) -> Path:
@@ -48,7 +66,9 @@ def export(run: Path, out: Path, *, average: int = 1, name: str = "", fp16: bool
     out.mkdir(parents=True, exist_ok=True)
     save_checkpoint(out / "model.pt", payload)
     (out / "spm.model").write_bytes(base["tokenizer"])
-    (out / "config.json").write_text(json.dumps({"meta": meta, "model": base["model_config"]}, indent=2) + "\n")
+    (out / "config.json").write_text(
+        json.dumps({"meta": meta, "model": base["model_config"]}, indent=2) + "\n"
+    )
     return out / "model.pt"
 
 

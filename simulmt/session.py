@@ -35,7 +35,9 @@ class InputError(ValueError):
 @dataclass(frozen=True)
 class SessionLimits:
     max_word_chars: int = 100  # longer "words" are rejected (garbage, not speech)
-    max_sentence_words: int = 120  # longer sentences are cut here (the model's max_len is in tokens)
+    max_sentence_words: int = (
+        120  # longer sentences are cut here (the model's max_len is in tokens)
+    )
 
 
 @dataclass
@@ -155,7 +157,9 @@ class Session:
     def _check_unknown(self, words: Sequence[str]) -> None:
         unk = [w for w in words if 1 in self.engine.tokenizer.encode_word(w, first=False)]
         if unk:
-            self.warnings.append(f"unknown characters in {', '.join(map(repr, unk))} (read as <unk>)")
+            self.warnings.append(
+                f"unknown characters in {', '.join(map(repr, unk))} (read as <unk>)"
+            )
 
     def _emit(self, out: list[Update]) -> None:
         """Append an Update if the visible output changed (committed words or tentative tail)."""
@@ -181,19 +185,21 @@ class Session:
         st.shown_final = st.done
         delay = max(st.words_read, st.peeked)
         n = len(new_words)
-        out.append(Update(
-            sentence_id=sent.id,
-            committed_delta=prefix + " ".join(new_words),
-            committed_len=st.shown_words,
-            tentative=tentative,
-            delays=(delay,) * n,
-            emitted_ms=((now - sent.t0) * 1000,) * n,
-            compute_ms=(st.compute_ms,) * n,
-            final=st.done,
-            text=" ".join(text_words) if st.done else "",
-            source=" ".join(sent.words) if st.done else "",
-            src_read=st.words_read,
-        ))
+        out.append(
+            Update(
+                sentence_id=sent.id,
+                committed_delta=prefix + " ".join(new_words),
+                committed_len=st.shown_words,
+                tentative=tentative,
+                delays=(delay,) * n,
+                emitted_ms=((now - sent.t0) * 1000,) * n,
+                compute_ms=(st.compute_ms,) * n,
+                final=st.done,
+                text=" ".join(text_words) if st.done else "",
+                source=" ".join(sent.words) if st.done else "",
+                src_read=st.words_read,
+            )
+        )
 
 
 def _word_groups(ids: Sequence[int], is_word_start: Callable[[int], bool]) -> list[tuple[int, int]]:

@@ -20,15 +20,34 @@ DIM, RESET, CLEAR = "\x1b[2m", "\x1b[0m", "\r\x1b[K"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--policy", default="wait-k:k=3", help="policy spec, e.g. wait-k:k=3 (see `simulmt policies`)")
+    parser.add_argument(
+        "--policy",
+        default="wait-k:k=3",
+        help="policy spec, e.g. wait-k:k=3 (see `simulmt policies`)",
+    )
     parser.add_argument("--beam", type=int, default=1, help="beam size (default 1: greedy)")
-    parser.add_argument("--lookahead", type=int, default=1, help="speculative commit depth for beam > 1")
+    parser.add_argument(
+        "--lookahead", type=int, default=1, help="speculative commit depth for beam > 1"
+    )
     parser.add_argument("--scoring", choices=[s.value for s in Scoring], default=Scoring.GNMT.value)
-    parser.add_argument("--model", type=Path, help="model folder (default: the bundled de→en model)")
-    parser.add_argument("--input", type=Path, help="read source lines from this file instead of stdin")
-    parser.add_argument("--rate", type=float, default=0.0, help="words per second to simulate a speaker (0: as fast as possible)")
-    parser.add_argument("--jsonl", action="store_true", help="one JSON object per update instead of live text")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest for one stream)")
+    parser.add_argument(
+        "--model", type=Path, help="model folder (default: the bundled de→en model)"
+    )
+    parser.add_argument(
+        "--input", type=Path, help="read source lines from this file instead of stdin"
+    )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=0.0,
+        help="words per second to simulate a speaker (0: as fast as possible)",
+    )
+    parser.add_argument(
+        "--jsonl", action="store_true", help="one JSON object per update instead of live text"
+    )
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads (1 is fastest for one stream)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,7 +55,9 @@ def run(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(max(1, args.threads))
     try:
-        opts = SearchOptions(beam=args.beam, lookahead=args.lookahead, scoring=Scoring(args.scoring))
+        opts = SearchOptions(
+            beam=args.beam, lookahead=args.lookahead, scoring=Scoring(args.scoring)
+        )
         engine = Engine.load(args.model)
         session = Session(engine, policy=args.policy, options=opts)
     except (PolicyError, ValueError, OSError) as e:

@@ -23,7 +23,9 @@ class Update:
     tentative: str
     delays: tuple[int, ...] = ()
     emitted_ms: tuple[float, ...] = ()
-    compute_ms: tuple[float, ...] = ()  # model time spent on this sentence when each word was written
+    compute_ms: tuple[
+        float, ...
+    ] = ()  # model time spent on this sentence when each word was written
     final: bool = False
     text: str = ""  # the sentence's whole committed text, set when final
     source: str = ""  # the sentence's source text, set when final

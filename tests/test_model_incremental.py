@@ -11,7 +11,9 @@ from simulmt.model.state import BeamState, SourceState
 from simulmt.model.transformer import SimulTransformer
 from simulmt.search.step import StepRequest, run_step
 
-CFG = ModelConfig(vocab_size=60, d_model=32, n_heads=4, enc_layers=2, dec_layers=2, d_ff=48, dropout=0.0)
+CFG = ModelConfig(
+    vocab_size=60, d_model=32, n_heads=4, enc_layers=2, dec_layers=2, d_ff=48, dropout=0.0
+)
 
 
 def make_model(seed: int = 0) -> SimulTransformer:
@@ -23,7 +25,9 @@ MODEL = make_model()
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.integers(1, 30), st.lists(st.integers(1, 5), min_size=1, max_size=8), st.integers(0, 10_000))
+@given(
+    st.integers(1, 30), st.lists(st.integers(1, 5), min_size=1, max_size=8), st.integers(0, 10_000)
+)
 def test_encoding_piecewise_equals_whole(length: int, chunks: list[int], seed: int) -> None:
     g = torch.Generator().manual_seed(seed)
     src = torch.randint(4, CFG.vocab_size, (1, length), generator=g)  # (1, S)
@@ -55,27 +59,42 @@ def test_incremental_decoder_equals_teacher_forced(src_len: int, tgt_len: int, s
     with torch.no_grad():
         full = torch.log_softmax(MODEL(src, tgt, vis), dim=-1)[0]  # (T, V)
         memory, enc_kv = MODEL.encode(src)
-        source = SourceState(ids=src[0].tolist(), ends=list(range(1, src_len + 1)),
-                             enc_kv=enc_kv, cross_kv=MODEL.cross_kv(memory))
+        source = SourceState(
+            ids=src[0].tolist(),
+            ends=list(range(1, src_len + 1)),
+            enc_kv=enc_kv,
+            cross_kv=MODEL.cross_kv(memory),
+        )
         beam = BeamState.start()
         beam.tokens = tgt[:, :1]
         for t in range(tgt_len):
             (res,) = run_step(MODEL, [StepRequest(source, beam, int(vis[0, t]))])
             assert (res.log_probs[0] - full[t]).abs().max() <= 1e-4
-            beam.self_kv = res.self_kv if beam.self_kv is None else [
-                (torch.cat([k0, k1], 2), torch.cat([v0, v1], 2)) for (k0, v0), (k1, v1) in zip(beam.self_kv, res.self_kv)
-            ]
+            beam.self_kv = (
+                res.self_kv
+                if beam.self_kv is None
+                else [
+                    (torch.cat([k0, k1], 2), torch.cat([v0, v1], 2))
+                    for (k0, v0), (k1, v1) in zip(beam.self_kv, res.self_kv)
+                ]
+            )
             beam.tokens = tgt[:, : t + 2] if t + 1 < tgt_len else beam.tokens
             beam.token_lp = torch.zeros(1, beam.tokens.shape[1] - 1)
 
 
-def _stream(seed: int, src_len: int, tgt_len: int, beam_size: int) -> tuple[SourceState, BeamState, int]:
+def _stream(
+    seed: int, src_len: int, tgt_len: int, beam_size: int
+) -> tuple[SourceState, BeamState, int]:
     g = torch.Generator().manual_seed(seed)
     src = torch.randint(4, CFG.vocab_size, (1, src_len), generator=g)
     with torch.no_grad():
         memory, enc_kv = MODEL.encode(src)
-    source = SourceState(ids=src[0].tolist(), ends=list(range(1, src_len + 1)),
-                         enc_kv=enc_kv, cross_kv=MODEL.cross_kv(memory))
+    source = SourceState(
+        ids=src[0].tolist(),
+        ends=list(range(1, src_len + 1)),
+        enc_kv=enc_kv,
+        cross_kv=MODEL.cross_kv(memory),
+    )
     tokens = torch.randint(4, CFG.vocab_size, (beam_size, tgt_len + 1), generator=g)
     tokens[:, 0] = 2
     beam = BeamState(tokens=tokens, token_lp=torch.zeros(beam_size, tgt_len))
@@ -88,12 +107,18 @@ def _stream(seed: int, src_len: int, tgt_len: int, beam_size: int) -> tuple[Sour
 
 
 @settings(max_examples=20, deadline=None)
-@given(st.lists(st.tuples(st.integers(1, 15), st.integers(0, 8), st.integers(1, 3)), min_size=2, max_size=5),
-       st.integers(0, 1000))
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 15), st.integers(0, 8), st.integers(1, 3)), min_size=2, max_size=5
+    ),
+    st.integers(0, 1000),
+)
 def test_batch_of_streams_equals_each_alone(shapes: list[tuple[int, int, int]], seed: int) -> None:
     streams = [_stream(seed + i, s, t, b) for i, (s, t, b) in enumerate(shapes)]
-    requests = [StepRequest(src, beam, vis, lookahead=src_len)
-                for (src, beam, vis), (src_len, _, _) in zip(streams, shapes)]
+    requests = [
+        StepRequest(src, beam, vis, lookahead=src_len)
+        for (src, beam, vis), (src_len, _, _) in zip(streams, shapes)
+    ]
     together = run_step(MODEL, requests)
     for req, res in zip(requests, together):
         (alone,) = run_step(MODEL, [req])

@@ -21,8 +21,16 @@ SENTENCES = [
     "Die Kinder spielen im Garten Fußball .",
     "Er hat das Fenster geöffnet , weil es warm war .",
 ]
-POLICIES = ["wait-k:k=1", "wait-k:k=3", "full", "confidence:threshold=0.4", "wait-if-diff",
-            "wait-if-worse", "local-agreement:n=2", "schedule:g=[1,1,3,4]"]
+POLICIES = [
+    "wait-k:k=1",
+    "wait-k:k=3",
+    "full",
+    "confidence:threshold=0.4",
+    "wait-if-diff",
+    "wait-if-worse",
+    "local-agreement:n=2",
+    "schedule:g=[1,1,3,4]",
+]
 
 
 def chunked(words: list[str], cuts: list[int]) -> list[str]:
@@ -67,8 +75,12 @@ def check_guarantees(ups: list[Update], text: str) -> None:
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(POLICIES), st.lists(st.sampled_from(SENTENCES), min_size=1, max_size=2),
-       st.lists(st.integers(1, 4), min_size=1, max_size=10), st.sampled_from([1, 1, 2]))
+@given(
+    st.sampled_from(POLICIES),
+    st.lists(st.sampled_from(SENTENCES), min_size=1, max_size=2),
+    st.lists(st.integers(1, 4), min_size=1, max_size=10),
+    st.sampled_from([1, 1, 2]),
+)
 def test_session_guarantees(policy: str, sents: list[str], cuts: list[int], beam: int) -> None:
     text = " ".join(sents)
     check_guarantees(run_stream(policy, text, cuts, beam), text)
@@ -82,7 +94,11 @@ def _reference(text: str, k: int) -> str:
 
 
 @settings(max_examples=15, deadline=None)
-@given(st.sampled_from(SENTENCES), st.lists(st.integers(1, 4), min_size=1, max_size=8), st.sampled_from([1, 2, 3, 5]))
+@given(
+    st.sampled_from(SENTENCES),
+    st.lists(st.integers(1, 4), min_size=1, max_size=8),
+    st.sampled_from([1, 2, 3, 5]),
+)
 def test_wait_k_beam1_equals_reference_decoder(text: str, cuts: list[int], k: int) -> None:
     ups = run_stream(f"wait-k:k={k}", text, cuts)
     assert [u.text for u in ups if u.final] == [_reference(text, k)]

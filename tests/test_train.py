@@ -19,7 +19,14 @@ from simulmt.session import Session
 from simulmt.train.config import TrainConfig
 from simulmt.train.loop import Trainer
 
-TINY_MODEL = {"d_model": 32, "n_heads": 4, "enc_layers": 1, "dec_layers": 1, "d_ff": 64, "dropout": 0.1}
+TINY_MODEL = {
+    "d_model": 32,
+    "n_heads": 4,
+    "enc_layers": 1,
+    "dec_layers": 1,
+    "d_ff": 64,
+    "dropout": 0.1,
+}
 
 
 @pytest.fixture(scope="module")
@@ -37,20 +44,34 @@ def tiny_config(data: Path, out: Path, **kw: object) -> TrainConfig:
     from simulmt.data.tokenizer import Tokenizer
 
     vocab = Tokenizer.load(data / "spm.model").vocab_size
-    cfg = TrainConfig.from_dict({
-        "data": str(data), "out": str(out), "max_tokens": 300, "warmup": 5, "eval_every": 6,
-        "save_every": 3, "dev_sentences": 4, "bf16": False, "threads": 1,
-        "model": {"vocab_size": vocab, **TINY_MODEL},
-    })
+    cfg = TrainConfig.from_dict(
+        {
+            "data": str(data),
+            "out": str(out),
+            "max_tokens": 300,
+            "warmup": 5,
+            "eval_every": 6,
+            "save_every": 3,
+            "dev_sentences": 4,
+            "bf16": False,
+            "threads": 1,
+            "model": {"vocab_size": vocab, **TINY_MODEL},
+        }
+    )
     return cfg.override([f"{k}={v}" for k, v in kw.items()])
 
 
 def test_config_toml_and_overrides(tmp_path: Path) -> None:
     f = tmp_path / "c.toml"
-    f.write_text('lr = 0.002\nwait_k = [1, 3, 0]\n[model]\nd_model = 128\nn_heads = 4\n')
+    f.write_text("lr = 0.002\nwait_k = [1, 3, 0]\n[model]\nd_model = 128\nn_heads = 4\n")
     cfg = TrainConfig.from_toml(f).override(["model.enc_layers=2", "label_smoothing=0.2"])
     assert (cfg.lr, cfg.wait_k, cfg.model.d_model, cfg.model.enc_layers, cfg.label_smoothing) == (
-        0.002, (1, 3, 0), 128, 2, 0.2)
+        0.002,
+        (1, 3, 0),
+        128,
+        2,
+        0.2,
+    )
     assert TrainConfig.from_dict(cfg.to_dict()) == cfg
     with pytest.raises(ValueError, match="accepted"):
         cfg.override(["no_such_field=1"])
@@ -79,14 +100,23 @@ def test_training_reduces_loss_and_saves(data_dir: Path, tmp_path: Path) -> None
 
 
 def test_resume_continues_exactly(data_dir: Path, tmp_path: Path) -> None:
-    straight = Trainer(tiny_config(data_dir, tmp_path / "a", max_steps=10, save_every=100, eval_every=100))
+    straight = Trainer(
+        tiny_config(data_dir, tmp_path / "a", max_steps=10, save_every=100, eval_every=100)
+    )
     straight.run()
-    first = Trainer(tiny_config(data_dir, tmp_path / "b", max_steps=5, save_every=100, eval_every=100))
+    first = Trainer(
+        tiny_config(data_dir, tmp_path / "b", max_steps=5, save_every=100, eval_every=100)
+    )
     first.run()
-    resumed = Trainer(tiny_config(data_dir, tmp_path / "b", max_steps=10, save_every=100, eval_every=100), resume=True)
+    resumed = Trainer(
+        tiny_config(data_dir, tmp_path / "b", max_steps=10, save_every=100, eval_every=100),
+        resume=True,
+    )
     assert resumed.progress.step == 5
     resumed.run()
-    for (name, a), (_, b) in zip(straight.model.state_dict().items(), resumed.model.state_dict().items()):
+    for (name, a), (_, b) in zip(
+        straight.model.state_dict().items(), resumed.model.state_dict().items()
+    ):
         assert torch.equal(a, b), name
 
 
@@ -118,7 +148,10 @@ def test_export_and_load_as_engine(data_dir: Path, tmp_path: Path) -> None:
     Trainer(tiny_config(data_dir, tmp_path / "run", max_steps=9)).run()
     export(tmp_path / "run", tmp_path / "model", average=3)
     engine = Engine.load(tmp_path / "model")
-    assert load_checkpoint(tmp_path / "model" / "model.pt")["model"]["embed.weight"].dtype == torch.float16
+    assert (
+        load_checkpoint(tmp_path / "model" / "model.pt")["model"]["embed.weight"].dtype
+        == torch.float16
+    )
     ups = Session(engine, policy="wait-k:k=2").push("Ich habe heute ein Buch gelesen .")
     assert ups[-1].final
     with pytest.raises(CheckpointError, match="no model at"):
@@ -134,10 +167,36 @@ def _free_port() -> int:
 @pytest.mark.slow
 def test_ddp_two_processes(data_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "ddp"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
-           str(_free_port()), "-m", "simulmt.cli", "train", "--data", str(data_dir), "--out", str(out),
-           "--set", "max_steps=4", "--set", "max_tokens=300", "--set", "bf16=false", "--set", "threads=1",
-           "--set", "eval_every=100", "--set", "save_every=100", "--set", "warmup=2"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        "2",
+        "--master-port",
+        str(_free_port()),
+        "-m",
+        "simulmt.cli",
+        "train",
+        "--data",
+        str(data_dir),
+        "--out",
+        str(out),
+        "--set",
+        "max_steps=4",
+        "--set",
+        "max_tokens=300",
+        "--set",
+        "bf16=false",
+        "--set",
+        "threads=1",
+        "--set",
+        "eval_every=100",
+        "--set",
+        "save_every=100",
+        "--set",
+        "warmup=2",
+    ]
     for k, v in TINY_MODEL.items():
         cmd += ["--set", f"model.{k}={v}"]
     cmd += ["--set", "model.vocab_size=200"]

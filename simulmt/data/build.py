@@ -117,6 +117,9 @@ def write_splits(out: Path, splits: dict[Split, list[Tagged]],
             text = "".join(p[index] + "\n" for _, p in tagged)
             write_atomic(out / f"{split.value}.{lang.value}", text)
             hashes[f"{split.value}.{lang.value}"] = hashlib.sha256(text.encode()).hexdigest()
+        labels = "".join(name + "\n" for name, _ in tagged)  # which source each line came from
+        write_atomic(out / f"{split.value}.source", labels)
+        hashes[f"{split.value}.source"] = hashlib.sha256(labels.encode()).hexdigest()
     return hashes
 
 

@@ -38,5 +38,7 @@ class ModelConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - known
         if unknown:
-            raise ValueError(f"unknown model config keys {sorted(unknown)}; accepted: {sorted(known)}")
+            raise ValueError(
+                f"unknown model config keys {sorted(unknown)}; accepted: {sorted(known)}"
+            )
         return cls(**data)

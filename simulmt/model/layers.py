@@ -34,7 +34,9 @@ class EncoderLayer(nn.Module):
         self.ff = FeedForward(cfg)
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: torch.Tensor, past: KV | None, mask: torch.Tensor) -> tuple[torch.Tensor, KV]:
+    def forward(
+        self, x: torch.Tensor, past: KV | None, mask: torch.Tensor
+    ) -> tuple[torch.Tensor, KV]:
         """x: (B, T, D) new positions; past: cached (B, H, P, dh); mask: (B, 1, T, P+T)."""
         h = self.ln_attn(x)
         k, v = self.attn.project_kv(h)  # (B, H, T, dh)

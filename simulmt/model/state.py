@@ -77,7 +77,9 @@ def reorder(beam: BeamState, index: torch.Tensor) -> None:
     beam.tokens = beam.tokens.index_select(0, index)  # (Bm', T)
     beam.token_lp = beam.token_lp.index_select(0, index)  # (Bm', T-1)
     if beam.self_kv is not None:
-        beam.self_kv = [(k.index_select(0, index), v.index_select(0, index)) for k, v in beam.self_kv]
+        beam.self_kv = [
+            (k.index_select(0, index), v.index_select(0, index)) for k, v in beam.self_kv
+        ]
     if beam.attn is not None:
         beam.attn = beam.attn.index_select(0, index)  # (Bm', T-1, S)
 

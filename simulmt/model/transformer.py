@@ -21,7 +21,9 @@ PAD_ID = 0
 
 def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
     pos = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)  # (L, 1)
-    div = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    div = torch.exp(
+        torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model)
+    )
     table = torch.zeros(max_len, d_model)  # (L, D)
     table[:, 0::2] = torch.sin(pos * div)
     table[:, 1::2] = torch.cos(pos * div)
@@ -42,7 +44,9 @@ class SimulTransformer(nn.Module):
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=PAD_ID)
         nn.init.normal_(self.embed.weight, std=cfg.d_model**-0.5)
-        self.register_buffer("pos_table", sinusoidal_table(cfg.max_len, cfg.d_model), persistent=False)
+        self.register_buffer(
+            "pos_table", sinusoidal_table(cfg.max_len, cfg.d_model), persistent=False
+        )
         self.drop = nn.Dropout(cfg.dropout)
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.enc_layers))
         self.enc_ln = nn.LayerNorm(cfg.d_model)
@@ -130,7 +134,11 @@ class SimulTransformer(nn.Module):
         last_layer = len(self.decoder) - 1
         for i, layer in enumerate(self.decoder):
             x, kv, w = layer(
-                x, past[i] if past is not None else None, self_mask, cross[i], cross_mask,
+                x,
+                past[i] if past is not None else None,
+                self_mask,
+                cross[i],
+                cross_mask,
                 return_weights=return_attention and i == last_layer,
             )
             new_kv.append((kv[0][:, :, -1:], kv[1][:, :, -1:]))  # (N, H, 1, dh)
@@ -149,7 +157,9 @@ class SimulTransformer(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
-def prefill_kv(model: SimulTransformer, tokens: torch.Tensor, cross: list[KV], visible: int) -> list[KV]:
+def prefill_kv(
+    model: SimulTransformer, tokens: torch.Tensor, cross: list[KV], visible: int
+) -> list[KV]:
     """Self-attention K/V of teacher-forced tokens (N, T) against `visible` source tokens:
     what T incremental steps would have cached. Returns per layer (N, H, T, dh)."""
     n, t = tokens.shape
@@ -161,6 +171,8 @@ def prefill_kv(model: SimulTransformer, tokens: torch.Tensor, cross: list[KV], v
     kvs: list[KV] = []
     for i, layer in enumerate(model.decoder):
         k, v = cross[i]
-        x, kv, _ = layer(x, None, self_mask, (k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)), cross_mask)
+        x, kv, _ = layer(
+            x, None, self_mask, (k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)), cross_mask
+        )
         kvs.append(kv)
     return kvs

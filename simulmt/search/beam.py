@@ -12,7 +12,13 @@ from simulmt.search.options import Scoring, SearchOptions, Stopping
 from simulmt.search.step import StepResult
 
 
-def score(opts: SearchOptions, log_prob: float, length: int, src_len: int, attn_sum: tuple[float, ...] = ()) -> float:
+def score(
+    opts: SearchOptions,
+    log_prob: float,
+    length: int,
+    src_len: int,
+    attn_sum: tuple[float, ...] = (),
+) -> float:
     """The search's score of a hypothesis of `length` tokens (EOS counted) for `src_len` tokens."""
     if opts.scoring is Scoring.LENGTH_REWARD:
         s = log_prob + opts.length_reward * length
@@ -68,7 +74,9 @@ def expand(
     _advance(beam, parents, tokens, lp, step)
 
 
-def _complete(beam: BeamState, parent: int, total: float, opts: SearchOptions, src_len: int, step: StepResult) -> Hypothesis:
+def _complete(
+    beam: BeamState, parent: int, total: float, opts: SearchOptions, src_len: int, step: StepResult
+) -> Hypothesis:
     toks = tuple(beam.tokens[parent, 1:].tolist())
     attn: tuple[float, ...] = ()
     if beam.attn is not None:
@@ -76,7 +84,9 @@ def _complete(beam: BeamState, parent: int, total: float, opts: SearchOptions, s
     return Hypothesis(toks, total, score(opts, total, len(toks) + 1, src_len, attn), attn)
 
 
-def _advance(beam: BeamState, parents: list[int], tokens: list[int], lp: torch.Tensor, step: StepResult) -> None:
+def _advance(
+    beam: BeamState, parents: list[int], tokens: list[int], lp: torch.Tensor, step: StepResult
+) -> None:
     if not parents:  # every surviving candidate ended: no active hypotheses remain
         beam.tokens = beam.tokens[:0]
         beam.token_lp = beam.token_lp[:0]
@@ -94,10 +104,12 @@ def _advance(beam: BeamState, parents: list[int], tokens: list[int], lp: torch.T
             kv.append((k_new.index_select(0, idx), v_new.index_select(0, idx)))  # (Bm', H, 1, dh)
         else:
             k_old, v_old = beam.self_kv[layer]
-            kv.append((
-                torch.cat([k_old, k_new], dim=2).index_select(0, idx),  # (Bm', H, T, dh)
-                torch.cat([v_old, v_new], dim=2).index_select(0, idx),
-            ))
+            kv.append(
+                (
+                    torch.cat([k_old, k_new], dim=2).index_select(0, idx),  # (Bm', H, T, dh)
+                    torch.cat([v_old, v_new], dim=2).index_select(0, idx),
+                )
+            )
     beam.self_kv = kv
     if step.attention is not None:
         row = step.attention.unsqueeze(1)  # (Bm, 1, S)

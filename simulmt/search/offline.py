@@ -55,9 +55,14 @@ def greedy_decode(
         vis = torch.tensor([_visible(e, k, t) for e in ends])  # (B,)
         cross_valid = torch.arange(s).unsqueeze(0) < vis.unsqueeze(1)  # (B, S)
         step = model.decode_step(tokens, torch.full((b,), t), past, None, cross, cross_valid)
-        past = step.self_kv if past is None else [
-            (torch.cat([p[0], n[0]], 2), torch.cat([p[1], n[1]], 2)) for p, n in zip(past, step.self_kv)
-        ]
+        past = (
+            step.self_kv
+            if past is None
+            else [
+                (torch.cat([p[0], n[0]], 2), torch.cat([p[1], n[1]], 2))
+                for p, n in zip(past, step.self_kv)
+            ]
+        )
         lp = step.log_probs.clone()  # (B, V)
         lp[:, NEVER] = float("-inf")
         lp[vis < src_lens, EOS_ID] = float("-inf")

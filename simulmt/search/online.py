@@ -40,7 +40,9 @@ class OnlineSearch:
     def source_finished(self, st: StreamState, src: SourceView) -> bool:
         return src.complete and st.words_read >= src.n_words
 
-    def observe(self, st: StreamState, src: SourceView, signals: ModelSignals | None = None) -> Observation:
+    def observe(
+        self, st: StreamState, src: SourceView, signals: ModelSignals | None = None
+    ) -> Observation:
         return Observation(
             src_read=st.words_read,
             tgt_written=len(st.committed),
@@ -50,7 +52,9 @@ class OnlineSearch:
         )
 
     def max_len(self, st: StreamState) -> int:
-        return max_target_len(len(st.source.ids), ratio=self.opts.max_len_ratio, extra=self.opts.max_len_extra)
+        return max_target_len(
+            len(st.source.ids), ratio=self.opts.max_len_ratio, extra=self.opts.max_len_extra
+        )
 
     def read(self, st: StreamState) -> None:
         st.words_read += 1
@@ -108,7 +112,7 @@ class OnlineSearch:
         over = budget > 0 and (now - st.finish_started) * 1000 > budget
         if over or finished(st.beam, self.opts, len(st.source.ids)):
             hyp = best_hypothesis(st.beam, self.opts, len(st.source.ids))
-            self.commit(st, list(hyp.tokens[len(st.committed):]))
+            self.commit(st, list(hyp.tokens[len(st.committed) :]))
             st.complete_tokens = len(st.committed)
             st.done = True
             return None
@@ -163,7 +167,9 @@ class OnlineSearch:
             elif not self.source_finished(st, src) or st.words_read == 0:
                 return None
             st.redecode = BeamState.start(list(st.committed))
-        return StepRequest(st.source, st.redecode, st.source.visible(st.words_read), self.opts.needs_attention)
+        return StepRequest(
+            st.source, st.redecode, st.source.visible(st.words_read), self.opts.needs_attention
+        )
 
     def _apply_retranslation(self, st: StreamState, src: SourceView, res: StepResult) -> None:
         beam = st.redecode
@@ -177,14 +183,18 @@ class OnlineSearch:
         st.history.append(hyp)
         st.beam = BeamState.start(list(hyp))  # the tentative display: the latest hypothesis
         if self.source_finished(st, src):
-            self.commit(st, list(hyp[len(st.committed):]))
+            self.commit(st, list(hyp[len(st.committed) :]))
             st.complete_tokens = len(st.committed)
             st.done = True
             return
         n_agree = int(getattr(self.policy, "n", 2))
-        agreed = _agreed_words(st.history[-n_agree:], self.tokenizer) if len(st.history) >= n_agree else 0
+        agreed = (
+            _agreed_words(st.history[-n_agree:], self.tokenizer)
+            if len(st.history) >= n_agree
+            else 0
+        )
         if agreed > len(st.committed):
-            self.commit(st, list(hyp[len(st.committed):agreed]))
+            self.commit(st, list(hyp[len(st.committed) : agreed]))
             st.complete_tokens = len(st.committed)
 
 

@@ -83,11 +83,15 @@ def run_step(model: SimulTransformer, requests: Sequence[StepRequest]) -> list[S
     cross = _gather_cross(requests, rows, s_max, n_layers)
     cross_valid = torch.arange(s_max).unsqueeze(0) < torch.tensor(vis).unsqueeze(1)  # (N, S)
     want_attn = any(req.attention for req in requests)
-    out = model.decode_step(last, positions, past, past_valid, cross, cross_valid, return_attention=want_attn)
+    out = model.decode_step(
+        last, positions, past, past_valid, cross, cross_valid, return_attention=want_attn
+    )
     return _split(requests, rows, out.log_probs, out.self_kv, out.state, out.attention)
 
 
-def _gather_cross(requests: Sequence[StepRequest], rows: list[tuple[int, int]], s_max: int, n_layers: int) -> list[KV]:
+def _gather_cross(
+    requests: Sequence[StepRequest], rows: list[tuple[int, int]], s_max: int, n_layers: int
+) -> list[KV]:
     if len(requests) == 1:  # one stream: broadcast its K/V over the beam, no copies
         kv = requests[0].source.cross_kv
         assert kv is not None
@@ -124,13 +128,15 @@ def _split(
         attn = None
         if attention is not None and req.attention:
             attn = attention[sl, : len(req.source.ids)]  # (Bm, S)
-        results.append(StepResult(
-            log_probs=log_probs[sl],
-            self_kv=[(k[sl], v[sl]) for k, v in self_kv],
-            state=state[sl],
-            attention=attn,
-            lookahead_log_probs=look,
-        ))
+        results.append(
+            StepResult(
+                log_probs=log_probs[sl],
+                self_kv=[(k[sl], v[sl]) for k, v in self_kv],
+                state=state[sl],
+                attention=attn,
+                lookahead_log_probs=look,
+            )
+        )
         start += n + (1 if req.lookahead else 0)
     return results
 

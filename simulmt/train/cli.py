@@ -12,15 +12,25 @@ log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, help="TOML file with TrainConfig fields ([model] table)")
+    parser.add_argument(
+        "--config", type=Path, help="TOML file with TrainConfig fields ([model] table)"
+    )
     parser.add_argument("--data", type=Path, help="corpus folder (train/dev splits and spm.model)")
     parser.add_argument("--out", type=Path, help="run folder for checkpoints and logs")
     parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
         help="override any config field, e.g. --set lr=5e-4 --set model.d_model=512 --set wait_k=1,3,0",
     )
-    parser.add_argument("--resume", action="store_true", help="continue from OUT/last.pt if present")
-    parser.add_argument("--print-config", action="store_true", help="print the effective config and exit")
+    parser.add_argument(
+        "--resume", action="store_true", help="continue from OUT/last.pt if present"
+    )
+    parser.add_argument(
+        "--print-config", action="store_true", help="print the effective config and exit"
+    )
 
 
 def build_config(args: argparse.Namespace) -> TrainConfig:
@@ -44,5 +54,7 @@ def run(args: argparse.Namespace) -> int:
     from simulmt.train.loop import Trainer
 
     progress = Trainer(cfg, resume=args.resume).run()
-    print(f"stopped at step {progress.step}, best dev BLEU {progress.best_bleu:.2f}; checkpoints in {cfg.out}")
+    print(
+        f"stopped at step {progress.step}, best dev BLEU {progress.best_bleu:.2f}; checkpoints in {cfg.out}"
+    )
     return 0

@@ -40,7 +40,9 @@ class TrainConfig:
     seed: int = 1
     threads: int = 0  # torch intra-op threads; 0 = torch's default
     device: str = "auto"  # auto: cuda if available, else cpu
-    bf16: bool = True  # bfloat16 autocast for matmuls (AMX/AVX512-BF16 CPUs and GPUs); fp32 master weights
+    bf16: bool = (
+        True  # bfloat16 autocast for matmuls (AMX/AVX512-BF16 CPUs and GPUs); fp32 master weights
+    )
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -62,15 +62,20 @@ def sample_k(cfg: TrainConfig, step: int) -> int:
     return cfg.wait_k[int(torch.randint(len(cfg.wait_k), (1,), generator=g))]
 
 
-def loss_fn(model: torch.nn.Module, batch: Batch, smoothing: float, device: torch.device) -> torch.Tensor:
+def loss_fn(
+    model: torch.nn.Module, batch: Batch, smoothing: float, device: torch.device
+) -> torch.Tensor:
     logits = model(batch.src.to(device), batch.tgt_in.to(device), batch.vis.to(device))  # (B, T, V)
-    return F.cross_entropy(
-        logits.flatten(0, 1).float(),  # (B*T, V)
-        batch.tgt_out.to(device).flatten(),  # (B*T,)
-        ignore_index=0,
-        label_smoothing=smoothing,
-        reduction="sum",
-    ) / batch.n_tokens
+    return (
+        F.cross_entropy(
+            logits.flatten(0, 1).float(),  # (B*T, V)
+            batch.tgt_out.to(device).flatten(),  # (B*T,)
+            ignore_index=0,
+            label_smoothing=smoothing,
+            reduction="sum",
+        )
+        / batch.n_tokens
+    )
 
 
 class Trainer:
@@ -103,7 +108,11 @@ class Trainer:
             self._restore(cfg.out / "last.pt")
         log.info(
             "model %.1fM parameters, %d training pairs in %d batches, device %s, world %d",
-            self.model.num_parameters() / 1e6, len(self.train), len(self.batches), self.device, self.world,
+            self.model.num_parameters() / 1e6,
+            len(self.train),
+            len(self.batches),
+            self.device,
+            self.world,
         )
 
     def _load_split(self, split: str) -> list[Example]:
@@ -121,7 +130,12 @@ class Trainer:
             "optimizer": self.opt.state_dict(),
             "scheduler": self.sched.state_dict(),
             "rng": torch.get_rng_state(),
-            "progress": {"step": p.step, "epoch": p.epoch, "batch_pos": p.batch_pos, "best_bleu": p.best_bleu},
+            "progress": {
+                "step": p.step,
+                "epoch": p.epoch,
+                "batch_pos": p.batch_pos,
+                "best_bleu": p.best_bleu,
+            },
             "tokenizer": self.tok.to_bytes(),
         }
 
@@ -185,14 +199,18 @@ class Trainer:
                 p.step += 1
                 tokens_seen += batch.n_tokens
                 rate = tokens_seen / max(time.time() - t0, 1e-6)
-                bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{rate:.0f}", lr=f"{self.sched.get_last_lr()[0]:.2e}")
+                bar.set_postfix(
+                    loss=f"{loss:.3f}", tok_s=f"{rate:.0f}", lr=f"{self.sched.get_last_lr()[0]:.2e}"
+                )
                 bar.update(1)
                 if p.step % cfg.eval_every == 0:
                     self._evaluate()
                 elif p.step % cfg.save_every == 0:
                     self.save()
                 if cfg.max_minutes and time.time() - start > cfg.max_minutes * 60:
-                    log.info("time budget of %.1f minutes reached at step %d", cfg.max_minutes, p.step)
+                    log.info(
+                        "time budget of %.1f minutes reached at step %d", cfg.max_minutes, p.step
+                    )
                     self.save()
                     bar.close()
                     return p
@@ -221,7 +239,10 @@ class Trainer:
         self.progress.best_bleu = max(full, self.progress.best_bleu)
         log.info("step %d dev BLEU full=%.2f wait-3=%.2f", self.progress.step, full, wait3)
         with open(self.cfg.out / "dev.log", "a") as f:
-            f.write(json.dumps({"step": self.progress.step, "bleu_full": full, "bleu_wait3": wait3}) + "\n")
+            f.write(
+                json.dumps({"step": self.progress.step, "bleu_full": full, "bleu_wait3": wait3})
+                + "\n"
+            )
         self.save(best=best)
 
 
