@@ -1,0 +1,70 @@
+"""`simulmt translate` end to end (subprocess), including a third-party policy by entry point."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from simulmt.engine import Engine
+from simulmt.model.checkpoint import save_checkpoint
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    engine = Engine.tiny(0)
+    out = tmp_path_factory.mktemp("model")
+    save_checkpoint(out / "model.pt", {
+        "model_config": engine.model.cfg.to_dict(), "model": engine.model.state_dict(),
+        "tokenizer": engine.tokenizer.to_bytes(), "meta": {"name": "tiny", "src": "de", "tgt": "en"},
+    })
+    return out
+
+
+def translate(model_dir: Path, stdin: str, *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "simulmt.cli", "translate", "--model", str(model_dir), *args]
+    return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=120)
+
+
+def test_jsonl_updates_and_finals(model_dir: Path) -> None:
+    proc = translate(model_dir, "Ich habe heute ein Buch gelesen .\nWo ist der Bahnhof ?\n",
+                     "--policy", "wait-k:k=2", "--jsonl")
+    assert proc.returncode == 0, proc.stderr
+    records = [json.loads(line) for line in proc.stdout.splitlines()]
+    finals = [r for r in records if r["final"]]
+    assert [f["source"] for f in finals] == ["Ich habe heute ein Buch gelesen .", "Wo ist der Bahnhof ?"]
+    for f in finals:
+        deltas = "".join(r["committed_delta"] for r in records if r["sentence_id"] == f["sentence_id"])
+        assert f["text"] == deltas.strip()
+    assert all(set(r) >= {"committed_delta", "tentative", "delays", "emitted_ms", "final"} for r in records)
+
+
+def test_third_party_policy_through_the_cli(model_dir: Path) -> None:
+    proc = translate(model_dir, "Ich habe heute ein Buch gelesen .\n", "--policy", "wait-k-stride:k=2,s=2", "--jsonl")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1])["final"]
+
+
+def test_bad_input_is_reported_and_nothing_lost(model_dir: Path) -> None:
+    text = "Ich habe heute .\n\n" + "x" * 500 + "\nWo ist der Bahnhof ?\n"
+    proc = translate(model_dir, text, "--policy", "wait-k:k=1", "--jsonl")
+    assert proc.returncode == 0
+    assert "line 2: empty line skipped" in proc.stderr
+    assert "line 3:" in proc.stderr and "longer than the limit" in proc.stderr
+    finals = [json.loads(x) for x in proc.stdout.splitlines() if json.loads(x)["final"]]
+    assert [f["source"] for f in finals] == ["Ich habe heute .", "Wo ist der Bahnhof ?"]
+
+
+def test_unknown_policy_lists_the_available_ones(model_dir: Path) -> None:
+    proc = translate(model_dir, "Hallo .\n", "--policy", "wait-q:k=3")
+    assert proc.returncode == 2
+    assert "wait-k" in proc.stderr and "full" in proc.stderr
+
+
+def test_plain_output_prints_one_line_per_sentence(model_dir: Path) -> None:
+    proc = translate(model_dir, "Ich habe heute .\nWo ist der Bahnhof ?\n", "--policy", "full")
+    assert proc.returncode == 0, proc.stderr
+    assert len(proc.stdout.splitlines()) == 2
