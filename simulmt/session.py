@@ -220,6 +220,7 @@ def advance(engine: Engine, sessions: Sequence[Session]) -> list[list[Update]]:
     sessions that need one go through the model together. Returns each session's updates."""
     out: list[list[Update]] = [[] for _ in sessions]
     while True:
+        _encode_arrivals(engine, sessions)
         pending = []
         for i, s in enumerate(sessions):
             req = _plan(s, out[i])
@@ -236,6 +237,20 @@ def advance(engine: Engine, sessions: Sequence[Session]) -> list[list[Update]]:
             s.stream.compute_ms += share
             s.search.apply(s.stream, s._view(), req, res)
             s._emit(out[i])
+
+
+def _encode_arrivals(engine: Engine, sessions: Sequence[Session]) -> None:
+    """Encode the newly arrived words of every session in one batched encoder pass."""
+    todo = [s for s in sessions if s.stream is not None and s.encoded < len(s.sentences[0].words)]
+    if len(todo) < 2:
+        return  # `_prepare` encodes a lone stream directly
+    words = [s.sentences[0].words[s.encoded :] for s in todo]
+    ms = engine.encode_many([s.stream.source for s in todo if s.stream is not None], words)
+    for s, ws in zip(todo, words, strict=True):
+        assert s.stream is not None
+        s.stream.compute_ms += ms / len(todo)
+        s._check_unknown(ws)
+        s.encoded = len(s.sentences[0].words)
 
 
 def _plan(s: Session, out: list[Update]):  # type: ignore[no-untyped-def]

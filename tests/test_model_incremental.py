@@ -142,3 +142,35 @@ def test_prefix_visibility_is_respected() -> None:
         c = MODEL(other, tgt, torch.full((1, 5), 10))
     assert torch.allclose(a, b, atol=1e-6)
     assert not torch.allclose(a, c, atol=1e-3)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 12), st.integers(1, 6)), min_size=2, max_size=5), st.integers(0, 999))
+def test_ragged_batched_encoding_equals_each_alone(shapes: list[tuple[int, int]], seed: int) -> None:
+    """Engine.encode_many over streams with different cache lengths = encoding each alone."""
+    from simulmt.engine import Engine
+
+    engine = Engine.tiny(0)
+    g = torch.Generator().manual_seed(seed)
+    vocab = ["Haus", "Buch", "gelesen", "heute", "der", "Straße", "schnell", "."]
+    batch_sources, alone_sources, new_words = [], [], []
+    for past_n, new_n in shapes:
+        past = [vocab[int(i)] for i in torch.randint(len(vocab), (past_n,), generator=g)]
+        new = [vocab[int(i)] for i in torch.randint(len(vocab), (new_n,), generator=g)]
+        a, b = SourceState(), SourceState()
+        if past:
+            engine.encode(a, past)
+            engine.encode(b, past)
+        batch_sources.append(a)
+        alone_sources.append(b)
+        new_words.append(new)
+    engine.encode_many(batch_sources, new_words)
+    for a, b, new in zip(batch_sources, alone_sources, new_words):
+        engine.encode(b, new)
+        assert a.ids == b.ids and a.ends == b.ends
+        assert a.cross_kv is not None and b.cross_kv is not None
+        for (ka, va), (kb, vb) in zip(a.cross_kv, b.cross_kv):
+            assert (ka - kb).abs().max() <= 1e-5 and (va - vb).abs().max() <= 1e-5
+        assert a.enc_kv is not None and b.enc_kv is not None
+        for (ka, _), (kb, _) in zip(a.enc_kv, b.enc_kv):
+            assert (ka - kb).abs().max() <= 1e-5

@@ -61,7 +61,8 @@ class SimulTransformer(nn.Module):
         """ids, positions: (B, T) -> (B, T, D)."""
         if int(positions.max()) >= self.cfg.max_len:
             raise ValueError(f"sequence longer than the model's max_len={self.cfg.max_len} tokens")
-        x = self.embed(ids) * math.sqrt(self.cfg.d_model) + self.pos_table[positions]  # (B, T, D)
+        pos_table: torch.Tensor = self.pos_table  # type: ignore[assignment]
+        x = self.embed(ids) * math.sqrt(self.cfg.d_model) + pos_table[positions]  # (B, T, D)
         return self.drop(x)
 
     # ---- encoder ----------------------------------------------------------------------
@@ -84,9 +85,33 @@ class SimulTransformer(nn.Module):
             new_past.append(kv)
         return self.enc_ln(x), new_past
 
+    def encode_ragged(
+        self, src: torch.Tensor, lengths: torch.Tensor, past: list[KV] | None, past_lengths: torch.Tensor
+    ) -> tuple[torch.Tensor, list[KV]]:
+        """Encode new tokens of B streams at once, each with its own cache length.
+
+        src: (B, T) new tokens, right-padded (row b has lengths[b]); past: per layer (B, H, P, dh)
+        caches right-padded to P (row b holds past_lengths[b] positions). Returns memory
+        (B, T, D) and per layer the new positions' K/V (B, H, T, dh); pads are garbage.
+        """
+        b, t = src.shape
+        p = 0 if past is None else past[0][0].shape[2]
+        positions = past_lengths.unsqueeze(1) + torch.arange(t).unsqueeze(0)  # (B, T)
+        x = self.embed_tokens(src, torch.minimum(positions, torch.tensor(self.cfg.max_len - 1)))
+        past_ok = torch.arange(p).unsqueeze(0) < past_lengths.unsqueeze(1)  # (B, P)
+        causal = torch.ones(t, t, dtype=torch.bool).tril()  # (T, T)
+        mask = torch.cat([past_ok.unsqueeze(1).expand(b, t, p), causal.expand(b, t, t)], dim=2)
+        mask = mask.unsqueeze(1)  # (B, 1, T, P+T)
+        new_kv: list[KV] = []
+        for i, layer in enumerate(self.encoder):
+            x, (k, v) = layer(x, past[i] if past is not None else None, mask)
+            new_kv.append((k[:, :, p:], v[:, :, p:]))  # (B, H, T, dh)
+        return self.enc_ln(x), new_kv
+
     def cross_kv(self, memory: torch.Tensor) -> list[KV]:
         """memory (B, S, D) -> per decoder layer cross-attention K/V, (B, H, S, dh) each."""
-        return [layer.cross_attn.project_kv(memory) for layer in self.decoder]
+        layers: list[DecoderLayer] = list(self.decoder)  # type: ignore[arg-type]
+        return [layer.cross_attn.project_kv(memory) for layer in layers]
 
     # ---- decoder ----------------------------------------------------------------------
     def decode(self, tgt_in: torch.Tensor, cross: list[KV], vis: torch.Tensor) -> torch.Tensor:

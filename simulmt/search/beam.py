@@ -43,11 +43,15 @@ def expand(
     allow_eos: bool,
     max_len: int,
     src_len: int,
+    forbid: torch.Tensor | None = None,
 ) -> None:
     """Extend every hypothesis by one token: keep the best `opts.beam` non-EOS candidates
-    (after threshold pruning); EOS candidates become complete hypotheses."""
+    (after threshold pruning); EOS candidates become complete hypotheses. `forbid` (V,) bool
+    masks tokens that may not come next."""
     lp = step.log_probs.clone()  # (Bm, V)
     lp[:, NEVER] = float("-inf")
+    if forbid is not None:
+        lp[:, forbid] = float("-inf")
     if not allow_eos:
         lp[:, EOS_ID] = float("-inf")
     if beam.length >= max_len:  # too long: the only way on is to end

@@ -8,6 +8,7 @@ batches the steps of many streams into one forward pass between the two.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 
@@ -17,7 +18,7 @@ from simulmt.data.tokenizer import Tokenizer
 from simulmt.model.state import BeamState, StreamState, reorder, truncate
 from simulmt.policies.base import Action, CommitMode, ModelSignals, Observation, Policy, Signal
 from simulmt.search.beam import best_hypothesis, expand, finished
-from simulmt.search.offline import max_target_len
+from simulmt.search.offline import EOS_ID, max_target_len
 from simulmt.search.options import SearchOptions
 from simulmt.search.step import StepRequest, StepResult
 
@@ -155,6 +156,14 @@ class OnlineSearch:
             self._try_commit(st)
 
     # ---- re-translation (LocalAgreement) -----------------------------------------------
+    @functools.cached_property
+    def _continuations_mask(self) -> torch.Tensor:
+        """(V,) True for tokens that continue a word (no '▁'), EOS excluded."""
+        tok = self.tokenizer
+        mask = torch.tensor([not tok.is_word_start(i) for i in range(tok.vocab_size)])
+        mask[EOS_ID] = False
+        return mask
+
     def _plan_retranslation(self, st: StreamState, src: SourceView) -> StepRequest | None:
         if st.done:
             return None
@@ -175,7 +184,9 @@ class OnlineSearch:
         beam = st.redecode
         assert beam is not None
         n = len(st.source.ids)
-        expand(beam, res, self.opts, allow_eos=True, max_len=self.max_len(st), src_len=n)
+        # committed words are whole: what follows them must start a new word
+        forbid = self._continuations_mask if beam.length == len(st.committed) and st.committed else None
+        expand(beam, res, self.opts, allow_eos=True, max_len=self.max_len(st), src_len=n, forbid=forbid)
         if not finished(beam, self.opts, n):
             return
         hyp = best_hypothesis(beam, self.opts, n).tokens
