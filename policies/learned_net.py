@@ -8,7 +8,8 @@ can never drift apart. Features of one decision (F = D + N_SCALARS):
 - the next-token entropy (nats) and top probability,
 - log(1 + source words read), log(1 + target tokens written), their difference in raw counts
   (the lag; words minus tokens, as the wait-k schedules of this project count),
-- 1.0 if the source is finished else 0.0.
+- 1.0 if the source is finished else 0.0 (always 0.0 in training and at decisions: once the
+  source is finished every policy WRITEs by rule, without asking the network).
 
 The network standardizes its input with the training set's mean/std (stored as buffers) and
 outputs one logit: log-odds of WRITE.
@@ -24,9 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
-
 from simulmt.policies.base import PolicyError
+from torch import nn
 
 FORMAT = "simulmt-policy-v1"
 N_SCALARS = 6  # entropy, top prob, log1p(read), log1p(written), lag, source finished
@@ -79,12 +79,16 @@ class NetConfig:
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:
-            raise ValueError(f"unknown net config keys {sorted(unknown)}; accepted: {sorted(known)}")
+            raise ValueError(f"unknown net config keys {sorted(unknown)}; "
+                             f"accepted: {sorted(known)}")
         return cls(**data)
 
 
 class PolicyNet(nn.Module):
     """features (N, F) -> WRITE logits (N,). Holds weights only."""
+
+    mean: torch.Tensor  # (F,) buffer: training-set feature means
+    std: torch.Tensor  # (F,) buffer: training-set feature standard deviations
 
     def __init__(self, cfg: NetConfig) -> None:
         super().__init__()
@@ -110,13 +114,14 @@ class PolicyNet(nn.Module):
 
     @torch.no_grad()
     def write_prob(self, features: torch.Tensor) -> torch.Tensor:
-        """P(WRITE) for features (N, F) -> (N,), in eval mode."""
-        return torch.sigmoid(self.eval()(features))
+        """P(WRITE) for features (N, F) -> (N,). Loaded nets are in eval mode (no dropout)."""
+        return torch.sigmoid(self(features))
 
 
 def save_policy(path: Path, net: PolicyNet, *, meta: dict[str, Any],
                 resume: dict[str, Any] | None = None) -> None:
-    """Write a policy checkpoint atomically: a dict of tensors/primitives (weights_only-loadable)."""
+    """Write a policy checkpoint atomically: a dict of tensors and primitives, loadable with
+    torch.load(weights_only=True)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     payload: dict[str, Any] = {"format": FORMAT, "net_config": asdict(net.cfg),
                                "net": net.state_dict(), "meta": meta}

@@ -1,0 +1,218 @@
+"""Oracle READ/WRITE sequences from a trained translation model (Zheng et al. 2019).
+
+"Simpler and faster learning of adaptive policies for simultaneous translation": walk each
+training pair (x, y) with the model; in state (j source words read, i reference tokens
+written) WRITE when the model, given x≤j and the reference prefix y≤i, ranks the reference's
+next token y_{i+1} within its top r, else READ. Once the source is finished everything is
+written (no decision is recorded there). The reference's end (EOS) cannot be written before
+the source ends (the search forbids it), so a state whose next reference token is EOS is a
+READ. Rules (`OracleRule`):
+
+- TOP_R — Zheng et al.'s rule as above.
+- GAIN — READ only when reading can help: the reference token is outside the top r now but
+  inside it with the whole source; WRITE otherwise (a token the model cannot predict even
+  from the full sentence is not worth waiting for).
+
+Efficiently: the walk goes column by column (j = 1, 2, …) for a batch of pairs at once. For
+each j one teacher-forced decoder pass over the whole reference gives the ranks at every i.
+Its visibility is what the online search's decoder sees along the oracle path: tokens written
+earlier keep the visibility of their own WRITE (their cached keys/values), the rest see x≤j.
+So the features recorded at each visited state — the decoder state and next-token
+distribution — are exactly those an incremental decode of the reference along that path
+gives the policy at inference (`simulmt.search.online`).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from simulmt.policies.learned_net import N_SCALARS, policy_features
+
+from simulmt.data.tokenizer import Tokenizer
+from simulmt.model.layers import KV
+from simulmt.model.transformer import SimulTransformer
+from simulmt.search.offline import BOS_ID, EOS_ID, pad_batch
+from simulmt.words import word_ends
+
+
+class OracleRule(enum.Enum):
+    TOP_R = "top-r"  # Zheng et al. 2019: WRITE iff the reference token ranks < r now
+    GAIN = "gain"  # READ iff it ranks >= r now but < r with the whole source
+
+
+@dataclass(frozen=True)
+class OracleConfig:
+    r: int = 2  # 2 rather than 1: tolerates near-ties of a small model without reading on
+    rule: OracleRule = OracleRule.GAIN  # reads only where more source helps (see module doc)
+    max_positions: int = 1024  # pairs x target positions per decoder pass (x V logits in memory)
+
+    def __post_init__(self) -> None:
+        if self.r < 1:
+            raise ValueError(f"oracle r must be >= 1 (got {self.r})")
+        if self.max_positions < 1:
+            raise ValueError(f"max_positions must be >= 1 (got {self.max_positions})")
+
+
+@dataclass(frozen=True)
+class OraclePair:
+    src: tuple[int, ...]  # source token ids
+    tgt: tuple[int, ...]  # reference token ids (no BOS/EOS)
+    ends: tuple[int, ...]  # source tokens after each word (simulmt.words.word_ends)
+
+
+@dataclass(frozen=True)
+class OracleData:
+    """The states visited along the oracle paths, one row each."""
+
+    features: torch.Tensor  # (N, F) policy_features of the state
+    labels: torch.Tensor  # (N,) 1.0 = WRITE, 0.0 = READ
+    pair: torch.Tensor  # (N,) index of the pair the state belongs to
+    src_read: torch.Tensor  # (N,) j
+    tgt_written: torch.Tensor  # (N,) i
+
+    def __len__(self) -> int:
+        return int(self.labels.shape[0])
+
+    @classmethod
+    def cat(cls, parts: Sequence[OracleData], n_features: int) -> OracleData:
+        if not parts:
+            long = torch.zeros(0, dtype=torch.long)
+            return cls(torch.zeros(0, n_features), torch.zeros(0), long, long, long)
+        return cls(*(torch.cat([getattr(p, name) for p in parts]) for name in
+                     ("features", "labels", "pair", "src_read", "tgt_written")))
+
+    def to_dict(self) -> dict[str, torch.Tensor]:
+        return {"features": self.features, "labels": self.labels, "pair": self.pair,
+                "src_read": self.src_read, "tgt_written": self.tgt_written}
+
+    def path(self, pair: int) -> list[tuple[int, int, bool]]:
+        """(j, i, WRITE?) of every recorded state of one pair, in walk order."""
+        rows = (self.pair == pair).nonzero().flatten().tolist()
+        return [(int(self.src_read[r]), int(self.tgt_written[r]), bool(self.labels[r] > 0.5))
+                for r in rows]
+
+
+def make_pairs(tokenizer: Tokenizer, texts: Sequence[tuple[str, str]], *,
+               max_len: int) -> list[OraclePair]:
+    """Tokenize; keep pairs with >= 2 source words (one word leaves no decision), a non-empty
+    reference and at most max_len tokens on each side."""
+    out = []
+    for src_text, tgt_text in texts:
+        src, tgt = tokenizer.encode(src_text), tokenizer.encode(tgt_text)
+        ends = word_ends(src, tokenizer.is_word_start)
+        if len(ends) >= 2 and tgt and len(src) <= max_len and len(tgt) <= max_len:
+            out.append(OraclePair(tuple(src), tuple(tgt), tuple(ends)))
+    return out
+
+
+def walk_column(ok: Sequence[bool], start: int, n_tokens: int) -> int:
+    """Walk one source prefix: from `start` tokens written, WRITE while the oracle condition
+    `ok[i]` holds for the next token; stop at n_tokens (the next token is EOS: READ).
+    Returns the tokens written when the walk READs."""
+    i = start
+    while i < n_tokens and ok[i]:
+        i += 1
+    return i
+
+
+def within_top(logits: torch.Tensor, gold: torch.Tensor, r: int) -> torch.Tensor:
+    """logits (B, T, V), gold (B, T) -> (B, T) bool: the gold token ranks < r (ties count
+    for it)."""
+    gold_logit = logits.gather(-1, gold.unsqueeze(-1))  # (B, T, 1)
+    rth = logits.topk(r, dim=-1).values[..., -1:]  # (B, T, 1) the r-th largest logit
+    return (gold_logit >= rth).squeeze(-1)  # fewer than r logits above gold's
+
+
+def decode_with_states(model: SimulTransformer, tgt_in: torch.Tensor, cross: list[KV],
+                       vis: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """model.decode that also returns the top decoder layer's output (after its LayerNorm, the
+    search's decoder-state signal): logits (B, T, V), states (B, T, D)."""
+    captured: list[torch.Tensor] = []
+    handle = model.dec_ln.register_forward_hook(lambda _m, _i, out: captured.append(out))
+    try:
+        logits = model.decode(tgt_in, cross, vis)  # (B, T, V)
+    finally:
+        handle.remove()
+    return logits, captured[-1]
+
+
+@torch.no_grad()
+def oracle_batch(model: SimulTransformer, pairs: Sequence[OraclePair],
+                 cfg: OracleConfig) -> OracleData:
+    """Oracle paths and the features of their states for a batch of pairs (pair = index)."""
+    memory, _ = model.encode(pad_batch([p.src for p in pairs]))  # (B, S, D), causal: pad is inert
+    cross = model.cross_kv(memory)  # per layer (B, H, S, dh)
+    tgt_in = pad_batch([(BOS_ID, *p.tgt) for p in pairs])  # (B, T)
+    gold = pad_batch([(*p.tgt, EOS_ID) for p in pairs])  # (B, T)
+    t = tgt_in.shape[1]
+    always = torch.zeros_like(gold, dtype=torch.bool)  # (B, T) WRITE whatever the ranks
+    if cfg.rule is OracleRule.GAIN:
+        full = torch.tensor([len(p.src) for p in pairs]).unsqueeze(1).expand(-1, t)  # (B, T)
+        always = ~within_top(model.decode(tgt_in, cross, full), gold, cfg.r)
+    written_vis = torch.zeros_like(gold)  # (B, T) visibility each written token was computed with
+    pos = [0] * len(pairs)  # reference tokens written per pair
+    parts = []
+    for j in range(1, max(len(p.ends) for p in pairs)):
+        active = [k for k, p in enumerate(pairs) if len(p.ends) > j]
+        idx = torch.tensor(active)  # (A,)
+        e = torch.tensor([pairs[k].ends[j - 1] for k in active])  # (A,) visible tokens at x<=j
+        done = torch.arange(t).unsqueeze(0) < torch.tensor([pos[k] for k in active]).unsqueeze(1)
+        vis = torch.where(done, written_vis[idx], e.unsqueeze(1))  # (A, T)
+        sub = [(kk.index_select(0, idx), vv.index_select(0, idx)) for kk, vv in cross]
+        logits, states = decode_with_states(model, tgt_in[idx], sub, vis)  # (A, T, V), (A, T, D)
+        ok = (within_top(logits, gold[idx], cfg.r) | always[idx]).tolist()
+        rows: list[tuple[int, int, int, int]] = []  # (row in batch, pair, i, write)
+        for a, k in enumerate(active):
+            end = walk_column(ok[a], pos[k], len(pairs[k].tgt))
+            rows += [(a, k, i, int(i < end)) for i in range(pos[k], end + 1)]
+            written_vis[k, pos[k]:end] = e[a]
+            pos[k] = end
+        parts.append(_record(rows, j, logits, states))
+    return OracleData.cat(parts, model.cfg.d_model + N_SCALARS)
+
+
+def _record(rows: list[tuple[int, int, int, int]], j: int, logits: torch.Tensor,
+            states: torch.Tensor) -> OracleData:
+    a, k, i, w = (torch.tensor(col) for col in zip(*rows, strict=True))  # each (R,)
+    log_probs = torch.log_softmax(logits[a, i].float(), dim=-1)  # (R, V)
+    read = torch.full_like(i, j)
+    feats = policy_features(states[a, i], log_probs, read, i, torch.zeros_like(i))  # (R, F)
+    return OracleData(feats, w.float(), k, read, i)
+
+
+def batches(pairs: Sequence[OraclePair], max_positions: int) -> list[list[int]]:
+    """Pair indices grouped by length (little padding), each group's pairs x (longest
+    reference + 1) <= max_positions (a longer pair goes alone). Deterministic."""
+    order = sorted(range(len(pairs)), key=lambda k: (len(pairs[k].tgt), len(pairs[k].ends)))
+    out: list[list[int]] = []
+    cur: list[int] = []
+    for k in order:
+        width = len(pairs[k].tgt) + 1
+        if cur and width * (len(cur) + 1) > max_positions:
+            out.append(cur)
+            cur = []
+        cur.append(k)
+    return out + ([cur] if cur else [])
+
+
+def generate_oracle(model: SimulTransformer, pairs: Sequence[OraclePair], cfg: OracleConfig,
+                    *, progress: Callable[[int], None] | None = None) -> OracleData:
+    """Oracle data of all pairs (pair = index into `pairs`), rows ordered by pair and then along
+    its path; `progress(n)` after each batch of pairs."""
+    parts = []
+    for group in batches(pairs, cfg.max_positions):
+        data = oracle_batch(model, [pairs[k] for k in group], cfg)
+        remap = torch.tensor(group)  # (G,) batch position -> index into pairs
+        parts.append(OracleData(data.features, data.labels, remap[data.pair], data.src_read,
+                                data.tgt_written))
+        if progress is not None:
+            progress(len(group))
+    data = OracleData.cat(parts, model.cfg.d_model + N_SCALARS)
+    step = data.src_read + data.tgt_written  # (N,) grows by one along a path
+    width = int(step.max()) + 1 if len(data) else 1
+    order = torch.argsort(data.pair * width + step)  # (N,) by pair, then along the path
+    return OracleData(*(getattr(data, name)[order] for name in
+                        ("features", "labels", "pair", "src_read", "tgt_written")))

@@ -1,0 +1,338 @@
+"""The learned policy: oracle generation, network training, the policy and its guarantees."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from simulmt.policies import Action, ModelSignals, Observation, PolicyError, load_policy
+from simulmt.policies.learned import LearnedPolicy
+from simulmt.policies.learned_net import NetConfig, PolicyNet, policy_features, save_policy
+from simulmt.policies.learned_train import FitConfig, evaluate, fit, pos_weight
+from simulmt.policies.oracle import (
+    OracleConfig,
+    OracleData,
+    OraclePair,
+    OracleRule,
+    generate_oracle,
+    make_pairs,
+    walk_column,
+    within_top,
+)
+
+from simulmt.engine import Engine, _tiny_pairs
+from simulmt.search.offline import BOS_ID, EOS_ID
+from simulmt.session import Session
+
+torch.set_num_threads(1)
+R, W = Action.READ, Action.WRITE
+
+
+@functools.cache
+def engine() -> Engine:
+    return Engine.tiny(0)
+
+
+@functools.cache
+def pairs() -> list[OraclePair]:
+    return make_pairs(engine().tokenizer, _tiny_pairs(), max_len=100)
+
+
+@functools.cache
+def oracle(rule: OracleRule = OracleRule.GAIN, r: int = 2) -> OracleData:
+    return generate_oracle(engine().model, pairs(), OracleConfig(r=r, rule=rule, max_positions=96))
+
+
+@pytest.fixture(scope="module")
+def policy_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A policy trained on the tiny model's oracle states (a few seconds)."""
+    data = oracle()
+    torch.manual_seed(0)
+    cfg = engine().model.cfg
+    net = PolicyNet(NetConfig(d_state=cfg.d_model, vocab_size=cfg.vocab_size, dropout=0.0))
+    net.set_normalization(data.features)
+    fit(net, data, data, FitConfig(epochs=30, batch_size=64))
+    path = tmp_path_factory.mktemp("policy") / "policy.pt"
+    save_policy(path, net, meta={"model": "tiny-0"})
+    return path
+
+
+# ---- oracle --------------------------------------------------------------------------
+@pytest.mark.parametrize(("ok", "start", "n", "end"), [
+    ([True, True, False, True], 0, 4, 2),  # WRITE twice, then READ
+    ([False, True, True], 0, 3, 0),  # READ at once
+    ([False, True, True], 1, 3, 3),  # everything written: the next token is EOS -> READ
+    ([True, True, True, True], 2, 3, 3),  # ok[3] is EOS's: never written before the source ends
+    ([True], 1, 1, 1),
+])
+def test_walk_column(ok: list[bool], start: int, n: int, end: int) -> None:
+    assert walk_column(ok, start, n) == end
+
+
+def test_within_top_counts_ties_for_the_gold_token() -> None:
+    logits = torch.tensor([[[3.0, 1.0, 3.0, 0.0], [0.0, 1.0, 2.0, 3.0]]])  # (1, 2, 4)
+    gold = torch.tensor([[2, 0]])
+    assert within_top(logits, gold, 1).tolist() == [[True, False]]
+    assert within_top(logits, gold, 3).tolist() == [[True, False]]
+    assert within_top(logits, gold, 4).tolist() == [[True, True]]
+
+
+def first_ranks(pair: OraclePair, visible: int) -> torch.Tensor:
+    """Logits of the first target token given `visible` source tokens: (V,)."""
+    model = engine().model
+    memory, _ = model.encode(torch.tensor([pair.src]))  # (1, S, D)
+    with torch.no_grad():
+        return model.decode(torch.tensor([[BOS_ID]]), model.cross_kv(memory),
+                            torch.tensor([[visible]]))[0, 0]
+
+
+def with_first(pair: OraclePair, token: int) -> OraclePair:
+    return OraclePair(pair.src, (token, *pair.tgt[1:]), pair.ends)
+
+
+def path_of(pair: OraclePair, rule: OracleRule, r: int = 1) -> list[tuple[int, int, bool]]:
+    return generate_oracle(engine().model, [pair], OracleConfig(r=r, rule=rule)).path(0)
+
+
+def test_oracle_writes_the_models_best_token_and_reads_for_a_bad_one() -> None:
+    pair = pairs()[0]
+    logits = first_ranks(pair, pair.ends[0])  # (V,) after reading one word
+    best, worst = int(logits.argmax()), int(logits.argmin())
+    assert path_of(with_first(pair, best), OracleRule.TOP_R)[0] == (1, 0, True)
+    read = path_of(with_first(pair, worst), OracleRule.TOP_R)
+    assert read[0] == (1, 0, False) and read[1][:2] == (2, 0)
+    # the worst token is no better with the whole source: waiting cannot help, GAIN writes it
+    full = first_ranks(pair, len(pair.src))
+    assert int((full > full[worst]).sum()) >= 1
+    assert path_of(with_first(pair, worst), OracleRule.GAIN)[0] == (1, 0, True)
+
+
+def greedy_full(pair: OraclePair, limit: int = 30) -> tuple[int, ...]:
+    """The model's greedy translation of the whole source (EOS excluded)."""
+    model = engine().model
+    memory, _ = model.encode(torch.tensor([pair.src]))  # (1, S, D)
+    cross = model.cross_kv(memory)
+    out: list[int] = []
+    while len(out) < limit:
+        tgt_in = torch.tensor([[BOS_ID, *out]])  # (1, T)
+        with torch.no_grad():
+            logits = model.decode(tgt_in, cross, torch.full_like(tgt_in, len(pair.src)))
+        token = int(logits[0, -1].argmax())
+        if token == EOS_ID:
+            break
+        out.append(token)
+    return tuple(out)
+
+
+def test_gain_oracle_reads_where_more_source_helps() -> None:
+    """With the model's own full-source translation as the reference, every token is its best
+    with the whole source, so GAIN READs exactly where TOP_R (r=1) does: where the prefix
+    read so far does not make it the best yet."""
+    reads = 0
+    for pair in pairs()[:10]:
+        tgt = greedy_full(pair)
+        if not tgt:
+            continue
+        ref = OraclePair(pair.src, tgt, pair.ends)
+        gain, top = path_of(ref, OracleRule.GAIN), path_of(ref, OracleRule.TOP_R)
+        assert gain == top
+        reads += sum(1 for _, i, write in gain if not write and i < len(tgt))
+    assert reads > 0  # some tokens needed more source
+
+
+@pytest.mark.parametrize(("rule", "r"), [(OracleRule.TOP_R, 1), (OracleRule.GAIN, 2)])
+def test_oracle_paths_are_monotone_walks(rule: OracleRule, r: int) -> None:
+    data = oracle(rule, r)
+    assert data.features.shape == (len(data), engine().model.cfg.d_model + 6)
+    for k, pair in enumerate(pairs()):
+        path = path_of(pair, rule, r)
+        assert path == data.path(k)  # batching does not change a pair's path
+        assert path[0][:2] == (1, 0)
+        for (j, i, write), (j2, i2, _) in zip(path, path[1:], strict=False):
+            assert (j2, i2) == ((j, i + 1) if write else (j + 1, i))
+        assert path[-1][0] == len(pair.ends) - 1 and not path[-1][2]  # READs into the last word
+        assert all(i < len(pair.tgt) for _, i, write in path if write)
+        assert not any(write for _, i, write in path if i == len(pair.tgt))  # EOS waits
+
+
+def test_oracle_features_match_incremental_decoding() -> None:
+    """What the online search's decoder gives the policy along the oracle path, step by step
+    with a key/value cache, equals the recorded features."""
+    model, data = engine().model, oracle()
+    for k in (0, 7):
+        pair = pairs()[k]
+        rows = (data.pair == k).nonzero().flatten()
+        memory, _ = model.encode(torch.tensor([pair.src]))  # (1, S, D)
+        cross = model.cross_kv(memory)
+        tokens = [BOS_ID, *pair.tgt]
+        past = None
+        for row, (j, i, write) in zip(rows.tolist(), data.path(k), strict=True):
+            valid = (torch.arange(len(pair.src)) < pair.ends[j - 1]).unsqueeze(0)  # (1, S)
+            cached = 0 if past is None else past[0][0].shape[2]
+            past_valid = None if past is None else torch.ones(1, cached, dtype=torch.bool)
+            with torch.no_grad():
+                out = model.decode_step(torch.tensor([tokens[i]]), torch.tensor([i]), past,
+                                        past_valid, cross, valid)
+            feats = policy_features(out.state, out.log_probs, torch.tensor([j]),
+                                    torch.tensor([i]), torch.tensor([0.0]))
+            torch.testing.assert_close(feats[0], data.features[row], atol=2e-4, rtol=1e-4)
+            if write:
+                past = out.self_kv if past is None else [
+                    (torch.cat([pk, nk], dim=2), torch.cat([pv, nv], dim=2))
+                    for (pk, pv), (nk, nv) in zip(past, out.self_kv, strict=True)]
+
+
+# ---- training ------------------------------------------------------------------------
+def test_training_reduces_the_loss() -> None:
+    data = oracle()
+    torch.manual_seed(1)
+    cfg = engine().model.cfg
+    net = PolicyNet(NetConfig(d_state=cfg.d_model, vocab_size=cfg.vocab_size))
+    net.set_normalization(data.features)
+    weight = pos_weight(data.labels)
+    before, _, balanced_before = evaluate(net, data, weight)
+    state = fit(net, data, data, FitConfig(epochs=15, batch_size=64))
+    after, _, balanced = evaluate(net, data, weight)
+    assert after < 0.8 * before
+    assert balanced > max(0.7, balanced_before)
+    assert len(state.history) == 15 and state.history[-1].train_loss < state.history[0].train_loss
+
+
+def test_pos_weight_balances_the_classes() -> None:
+    assert float(pos_weight(torch.tensor([1.0, 0.0, 0.0, 0.0]))) == 3.0
+    assert float(pos_weight(torch.tensor([1.0, 1.0]))) == 1.0
+
+
+# ---- the policy ------------------------------------------------------------------------
+def test_spec_round_trip(policy_file: Path) -> None:
+    spec = f"learned:threshold=0.3,k_min=2,k_max=4,path={policy_file}"
+    policy = load_policy(spec)
+    assert policy == LearnedPolicy(threshold=0.3, k_min=2, k_max=4, path=str(policy_file))
+    assert policy.spec() == spec
+    assert load_policy(policy.spec()) == policy
+    assert load_policy(f"learned:path={policy_file}").spec() == (
+        f"learned:threshold=0.5,k_min=1,k_max=0,path={policy_file}")
+
+
+def test_missing_checkpoints_say_how_to_train_one(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(PolicyError, match="no policy checkpoint at .*simulmt train-policy"):
+        load_policy(f"learned:path={tmp_path / 'nothing.pt'}")
+    import simulmt.engine
+
+    monkeypatch.setattr(simulmt.engine, "default_model_dir", lambda: tmp_path / "de-en")
+    with pytest.raises(PolicyError, match=r"de-en/policy\.pt; train one with `simulmt train-p"):
+        load_policy("learned")
+
+
+def test_corrupt_checkpoints_are_refused(tmp_path: Path, policy_file: Path) -> None:
+    garbage = tmp_path / "garbage.pt"
+    garbage.write_bytes(b"not a checkpoint at all")
+    with pytest.raises(PolicyError, match="corrupt or truncated"):
+        LearnedPolicy(path=str(garbage))
+    truncated = tmp_path / "truncated.pt"
+    truncated.write_bytes(policy_file.read_bytes()[:500])
+    with pytest.raises(PolicyError, match="corrupt or truncated"):
+        LearnedPolicy(path=str(truncated))
+    other = tmp_path / "other.pt"
+    torch.save({"format": "something-else"}, other)
+    with pytest.raises(PolicyError, match="not a learned-policy checkpoint"):
+        LearnedPolicy(path=str(other))
+    broken = tmp_path / "broken.pt"
+    data = torch.load(policy_file, weights_only=True)
+    data["net_config"]["hidden"] = 7
+    torch.save(data, broken)
+    with pytest.raises(PolicyError, match="does not describe a valid network"):
+        LearnedPolicy(path=str(broken))
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ("threshold=0", "threshold must be in (0, 1) (got 0.0)"),
+    ("threshold=1.5", "threshold must be in (0, 1)"),
+    ("k_min=0", "k_min must be >= 1"),
+    ("k_min=3,k_max=2", "k_max must be 0 (no bound) or >= k_min=3 (got 2)"),
+    ("k_max=-1", "k_max must be 0"),
+])
+def test_bad_arguments(policy_file: Path, args: str, message: str) -> None:
+    with pytest.raises(PolicyError) as err:
+        load_policy(f"learned:{args},path={policy_file}")
+    assert message in str(err.value) and "policy 'learned' accepts:" in str(err.value)
+
+
+def signals_for(seed: int, d: int, v: int) -> ModelSignals:
+    gen = torch.Generator().manual_seed(seed)
+    return ModelSignals(log_probs=torch.log_softmax(torch.randn(v, generator=gen), dim=0),
+                        decoder_state=torch.randn(d, generator=gen))
+
+
+def test_decide_rules_and_threshold(policy_file: Path) -> None:
+    cfg = engine().model.cfg
+    sig = signals_for(0, cfg.d_model, cfg.vocab_size)
+    policy = LearnedPolicy(path=str(policy_file), k_min=2, k_max=3)
+    assert policy.decide(Observation(5, 0, True, 0, None)) is W  # finished: no signals needed
+    assert policy.decide(Observation(1, 0, False, 3, None)) is R  # below k_min
+    assert policy.decide(Observation(4, 1, False, 3, None)) is W  # lag 3 = k_max
+    p = policy.write_prob(Observation(3, 1, False, 3, sig))
+    assert 0 < p < 1
+    low = LearnedPolicy(threshold=max(p - 1e-3, 1e-6), path=str(policy_file))
+    high = LearnedPolicy(threshold=min(p + 1e-3, 1 - 1e-6), path=str(policy_file))
+    assert low.decide(Observation(3, 1, False, 3, sig)) is W
+    assert high.decide(Observation(3, 1, False, 3, sig)) is R
+    with pytest.raises(PolicyError, match="needs Signal.DISTRIBUTION and Signal.DECODER_STATE"):
+        policy.decide(Observation(3, 1, False, 3, None))
+    with pytest.raises(PolicyError, match="decoder states of size 32 and 200 tokens"):
+        policy.decide(Observation(3, 1, False, 3, signals_for(0, 16, cfg.vocab_size)))
+
+
+SENTENCES = [src for src, _ in _tiny_pairs()]
+
+
+def run_session(policy: LearnedPolicy, sentences: list[str]) -> list[tuple[str, list[int], int]]:
+    """(final text, delays, source words) per sentence, checking the streaming guarantees."""
+    session = Session(engine(), policy=policy)
+    updates = [u for s in sentences for w in s.split() for u in session.push(w)]
+    updates += session.finish()
+    out = []
+    for sid, sentence in enumerate(sentences):
+        mine = [u for u in updates if u.sentence_id == sid]
+        finals = [u for u in mine if u.final]
+        assert len(finals) == 1 and finals[-1] is mine[-1]
+        joined = "".join(u.committed_delta for u in mine)
+        assert finals[0].text == joined  # committed text is never retracted
+        delays = [d for u in mine for d in u.delays]
+        assert len(delays) == len(joined.split()) == finals[0].committed_len
+        n = len(sentence.split())
+        assert delays == sorted(delays) and all(1 <= d <= n for d in delays)
+        out.append((joined, delays, n))
+    return out
+
+
+@settings(max_examples=12, deadline=None)
+@given(threshold=st.floats(0.02, 0.98), k_min=st.integers(1, 3), k_max=st.integers(0, 5),
+       picks=st.lists(st.integers(0, len(SENTENCES) - 1), min_size=1, max_size=3))
+def test_session_guarantees(policy_file: Path, threshold: float, k_min: int, k_max: int,
+                            picks: list[int]) -> None:
+    k_max = 0 if k_max < k_min else k_max
+    policy = LearnedPolicy(threshold=threshold, k_min=k_min, k_max=k_max, path=str(policy_file))
+    run_session(policy, [SENTENCES[i] for i in picks])
+
+
+def test_threshold_spans_the_latency_range(policy_file: Path) -> None:
+    def mean_delay(threshold: float) -> float:
+        results = run_session(LearnedPolicy(threshold=threshold, path=str(policy_file)),
+                              SENTENCES[:12])
+        delays = [d / n for _, ds, n in results for d in ds]
+        return sum(delays) / len(delays)
+
+    eager, balanced, patient = mean_delay(0.02), mean_delay(0.5), mean_delay(0.98)
+    assert eager <= balanced <= patient and eager < patient - 0.1
+
+
+def test_usable_by_spec_in_a_session(policy_file: Path) -> None:
+    session = Session(engine(), policy=f"learned:threshold=0.5,path={policy_file}")
+    updates = session.push(SENTENCES[0]) + session.finish()
+    assert updates[-1].final and updates[-1].text
