@@ -205,3 +205,15 @@ def test_ddp_two_processes(data_dir: Path, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     ckpt = load_checkpoint(out / "last.pt")
     assert ckpt["progress"]["step"] == 4
+
+
+def test_sigterm_saves_and_stops(data_dir: Path, tmp_path: Path) -> None:
+    import signal
+    import threading
+
+    trainer = Trainer(tiny_config(data_dir, tmp_path / "run", max_steps=100_000, save_every=10_000,
+                                  eval_every=10_000))
+    threading.Timer(2.0, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()
+    progress = trainer.run()
+    assert 0 < progress.step < 100_000
+    assert load_checkpoint(tmp_path / "run" / "last.pt")["progress"]["step"] == progress.step

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import os
+import signal
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -184,6 +188,12 @@ class Trainer:
 
     # ---- the loop ------------------------------------------------------------------
     def run(self) -> Progress:
+        """Train until max_steps, the time budget, or SIGTERM/SIGINT (which save first)."""
+        stop = _StopFlag()
+        with stop.installed():
+            return self._run(stop)
+
+    def _run(self, stop: _StopFlag) -> Progress:
         cfg, p = self.cfg, self.progress
         self.model.train()
         start = time.time()
@@ -207,10 +217,9 @@ class Trainer:
                     self._evaluate()
                 elif p.step % cfg.save_every == 0:
                     self.save()
-                if cfg.max_minutes and time.time() - start > cfg.max_minutes * 60:
-                    log.info(
-                        "time budget of %.1f minutes reached at step %d", cfg.max_minutes, p.step
-                    )
+                over = cfg.max_minutes and time.time() - start > cfg.max_minutes * 60
+                if over or stop.requested:
+                    log.info("stopping at step %d (time budget or signal); saving", p.step)
                     self.save()
                     bar.close()
                     return p
@@ -244,6 +253,29 @@ class Trainer:
                 + "\n"
             )
         self.save(best=best)
+
+
+class _StopFlag:
+    """Set by SIGTERM/SIGINT so the loop can save a checkpoint before it exits."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def _handler(self, signum: int, frame: object) -> None:
+        log.warning("signal %d: saving a checkpoint after this step", signum)
+        self.requested = True
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        old = {sig: signal.signal(sig, self._handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            yield
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
 
 
 def _dist_setup() -> tuple[int, int]:
