@@ -20,6 +20,15 @@ setup-test: $(BIN)/python
 	$(BIN)/pip install -q torch==2.13.0
 	$(BIN)/pip install -q -e '.[test]'
 	$(BIN)/pip install -q -e examples/simulmt-policy-example
+	@# Debian's chromium and nginx for the browser and nginx tests (skipped when absent)
+	@missing=""; command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v nginx >/dev/null || test -x /usr/sbin/nginx || missing="$$missing nginx"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq$$missing >/dev/null) \
+	      || echo "setup-test: could not install$$missing: those tests will be skipped"; \
+	  else echo "setup-test: missing$$missing and no root apt-get: those tests will be skipped"; fi; \
+	fi
 
 run: setup
 	$(BIN)/simulmt serve --host $(HOST) --port $(PORT)

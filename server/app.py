@@ -1,10 +1,10 @@
 """The captioning server: websockets on one port, one model worker, graceful stop.
 
-    server = CaptionServer(ServerConfig(port=0), load=Engine.tiny, model_name="tiny")
-    await server.start()          # listening at once; /healthz is 503 until the model loads
-    await server.wait_ready()     # raises what loading raised
-    ...
-    await server.stop()           # open sessions get their finals, then close 1001
+server = CaptionServer(ServerConfig(port=0), load=Engine.tiny, model_name="tiny")
+await server.start()          # listening at once; /healthz is 503 until the model loads
+await server.wait_ready()     # raises what loading raised
+...
+await server.stop()           # open sessions get their finals, then close 1001
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class CaptionServer:
             process_request=self._process_request,
             max_size=c.hard_max_bytes,
             max_queue=16,  # frames buffered per connection before TCP backpressure
-            write_limit=64 * 1024,  # send() waits beyond this: a slow reader slows its session
+            write_limit=c.write_limit_bytes,
             ping_interval=c.ping_interval_s,
             ping_timeout=c.ping_timeout_s,
             close_timeout=5,
@@ -100,6 +100,9 @@ class CaptionServer:
             "instance": self.instance,
             "sessions": len(self.connections),
             "max_sessions": self.config.max_sessions,
+            "batches": self.worker.stats.batches,  # batched model calls so far
+            "sessions_advanced": self.worker.stats.sessions_advanced,  # summed batch sizes
+            "busy_s": round(self.worker.stats.busy_s, 2),  # time the model worker computed
         }
         if self.worker.load_error is not None:
             body["error"] = str(self.worker.load_error)

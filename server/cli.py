@@ -1,8 +1,8 @@
 """Serve live captions over websockets (`simulmt.v1`), the captions page and /healthz.
 
-    simulmt serve                                  # bundled model, http://127.0.0.1:8765/
-    simulmt serve --host 0.0.0.0 --token S --allowed-origins https://talks.example.org
-    simulmt serve --workers 2 --port 8701          # processes on 8701, 8702 (for nginx)
+simulmt serve                                  # bundled model, http://127.0.0.1:8765/
+simulmt serve --host 0.0.0.0 --token S --allowed-origins https://talks.example.org
+simulmt serve --workers 2 --port 8701          # processes on 8701, 8702 (for nginx)
 """
 
 from __future__ import annotations
@@ -33,22 +33,53 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=d.port, help=f"port (default {d.port}; 0=any)")
     model = parser.add_mutually_exclusive_group()
     model.add_argument("--model", type=Path, help="model folder (default: the bundled model)")
-    model.add_argument("--tiny", action="store_true",
-                       help="a random tiny model: for tests and demos, its output is nonsense")
-    parser.add_argument("--max-sessions", type=int, default=d.max_sessions,
-                        help=f"concurrent sessions per process (default {d.max_sessions})")
-    parser.add_argument("--token", default=os.environ.get("SIMULMT_TOKEN"),
-                        help="require this token (?token= or Bearer); default $SIMULMT_TOKEN")
-    parser.add_argument("--allowed-origins", nargs="+", default=[], metavar="ORIGIN",
-                        help="browser origins allowed to connect (default: any)")
-    parser.add_argument("--max-batch", type=int, default=d.max_batch,
-                        help=f"sessions per batched model call; 1 = none (default {d.max_batch})")
-    parser.add_argument("--idle-timeout", type=float, default=lim.idle_timeout_s,
-                        help=f"close silent sessions after S s (default {lim.idle_timeout_s:g})")
-    parser.add_argument("--workers", type=int, default=1,
-                        help="server processes on ports PORT..PORT+N-1 (put nginx in front)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch threads per process (default: cores / workers)")
+    model.add_argument(
+        "--tiny",
+        action="store_true",
+        help="a random tiny model: for tests and demos, its output is nonsense",
+    )
+    parser.add_argument(
+        "--max-sessions",
+        type=int,
+        default=d.max_sessions,
+        help=f"concurrent sessions per process (default {d.max_sessions})",
+    )
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("SIMULMT_TOKEN"),
+        help="require this token (?token= or Bearer); default $SIMULMT_TOKEN",
+    )
+    parser.add_argument(
+        "--allowed-origins",
+        nargs="+",
+        default=[],
+        metavar="ORIGIN",
+        help="browser origins allowed to connect (default: any)",
+    )
+    parser.add_argument(
+        "--max-batch",
+        type=int,
+        default=d.max_batch,
+        help=f"sessions per batched model call; 1 = none (default {d.max_batch})",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=lim.idle_timeout_s,
+        help=f"close silent sessions after S s (default {lim.idle_timeout_s:g})",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="server processes on ports PORT..PORT+N-1 (put nginx in front)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads per process (default: cores / workers)",
+    )
 
 
 def config_from_args(args: argparse.Namespace, *, port: int | None = None) -> ServerConfig:
@@ -128,8 +159,10 @@ def _supervise(args: argparse.Namespace) -> int:
         subprocess.Popen(base + _child_args(args, port=args.port + i, threads=threads), env=env)
         for i in range(args.workers)
     ]
-    print(f"started {args.workers} servers on ports {args.port}..{args.port + args.workers - 1}",
-          flush=True)
+    print(
+        f"started {args.workers} servers on ports {args.port}..{args.port + args.workers - 1}",
+        flush=True,
+    )
 
     def forward(signum: int, _frame: object) -> None:
         for child in children:
@@ -143,9 +176,20 @@ def _supervise(args: argparse.Namespace) -> int:
 
 
 def _child_args(args: argparse.Namespace, *, port: int, threads: int) -> list[str]:
-    out = ["--host", args.host, "--port", str(port), "--max-sessions", str(args.max_sessions),
-           "--max-batch", str(args.max_batch), "--idle-timeout", str(args.idle_timeout),
-           "--threads", str(threads)]
+    out = [
+        "--host",
+        args.host,
+        "--port",
+        str(port),
+        "--max-sessions",
+        str(args.max_sessions),
+        "--max-batch",
+        str(args.max_batch),
+        "--idle-timeout",
+        str(args.idle_timeout),
+        "--threads",
+        str(threads),
+    ]
     if args.tiny:
         out.append("--tiny")
     elif args.model is not None:

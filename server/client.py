@@ -1,7 +1,7 @@
 """Stream text to a captioning server and show live captions; write WebVTT/SRT from finals.
 
-    simulmt client talk.de.txt --url ws://127.0.0.1:8765/ws --policy wait-k:k=3 --vtt talk.vtt
-    echo "Ich habe gestern einen Brief geschrieben ." | simulmt client - --rate 0
+simulmt client talk.de.txt --url ws://127.0.0.1:8765/ws --policy wait-k:k=3 --vtt talk.vtt
+echo "Ich habe gestern einen Brief geschrieben ." | simulmt client - --rate 0
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from simulmt.server.protocol import JsonDict
-from simulmt.server.stream import StreamLog, run_stream
+from simulmt.server.stream import JsonDict, StreamLog, run_stream
 from simulmt.server.subtitles import build_cues, to_srt, to_webvtt
 
 DIM, RESET, CLEAR_LINE = "\x1b[2m", "\x1b[0m", "\r\x1b[K"
@@ -77,8 +76,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--rate", type=float, default=2.5, help="source words per second (default 2.5; 0 = max)"
     )
-    parser.add_argument("--token", default=os.environ.get("SIMULMT_TOKEN"),
-                        help="server token (default: $SIMULMT_TOKEN)")
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("SIMULMT_TOKEN"),
+        help="server token (default: $SIMULMT_TOKEN)",
+    )
     parser.add_argument("--vtt", type=Path, help="write WebVTT captions here")
     parser.add_argument("--srt", type=Path, help="write SRT captions here")
 
@@ -130,8 +132,14 @@ def run(args: argparse.Namespace) -> int:
     view = LiveView(sys.stdout, live=sys.stdout.isatty(), width=shutil.get_terminal_size().columns)
     try:
         log = asyncio.run(
-            run_stream(args.url, _words(args.file, args.rate), policy=args.policy,
-                       beam=args.beam, token=args.token, on_message=view)
+            run_stream(
+                args.url,
+                _words(args.file, args.rate),
+                policy=args.policy,
+                beam=args.beam,
+                token=args.token,
+                on_message=view,
+            )
         )
     except (OSError, TimeoutError) as e:
         print(f"simulmt client: cannot reach {args.url}: {e}", file=sys.stderr)

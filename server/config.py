@@ -36,7 +36,9 @@ class ServerConfig:
     max_batch: int = 64  # sessions advanced in one batched call; 1 = one session at a time
     # transport cap: frames above this are cut by websockets itself (1009, no `error` first)
     hard_max_bytes: int = 1024 * 1024
-    outbox_high_water: int = 256  # stop reading a client's input while this many msgs are unsent
+    outbox_high_water: int = 256  # pause a session while this many of its messages are unsent
+    max_inflight_words: int = 256  # stop reading a client while this many words await the model
+    write_limit_bytes: int = 64 * 1024  # per connection: send() waits beyond this (slow readers)
     ping_interval_s: float | None = 20.0  # keeps nginx's 60 s proxy_read_timeout from cutting us
     ping_timeout_s: float | None = 20.0  # a peer that misses a pong this long is dead
     shutdown_timeout_s: float = 10.0  # SIGTERM: time open sessions get to finish their sentences
@@ -57,7 +59,7 @@ class ServerConfig:
                 f"hard_max_bytes ({self.hard_max_bytes}) must be >= "
                 f"limits.max_message_bytes ({self.limits.max_message_bytes})"
             )
-        if self.outbox_high_water < 1:
-            raise ValueError(f"outbox_high_water must be >= 1, got {self.outbox_high_water}")
+        if self.outbox_high_water < 2 or self.max_inflight_words < 1:
+            raise ValueError("need outbox_high_water >= 2 and max_inflight_words >= 1")
         if self.token == "":
             raise ValueError("token must be a non-empty string or None")

@@ -3,9 +3,10 @@
 Two tasks per connection: the reader parses frames and hands work to the model worker; the
 writer sends the outbox in order, numbering messages with `seq`. A fatal error puts an `error`
 message and then a close into the outbox, so the client always learns why before the close.
-Backpressure: the reader takes no new input while the outbox holds `outbox_high_water`
-messages, and `send()` waits on the socket's write buffer, so a slow reader stalls only its
-own session and never grows memory without bound.
+Backpressure, so that a slow reader stalls only its own session and never grows memory without
+bound: `send()` waits on the socket's write buffer; while `outbox_high_water` messages are
+unsent the worker computes nothing for this session; and the reader takes no new input while
+the outbox is full or `max_inflight_words` words still wait for the model.
 """
 
 from __future__ import annotations
@@ -82,8 +83,10 @@ class Connection:
         self._committed: dict[int, int] = {}  # sentence_id -> committed words sent so far
         self._last_final = -1  # sentences are finished in order: ids <= this one are done
         self._outbox: asyncio.Queue[JsonDict | Close] = asyncio.Queue()
-        self._room = asyncio.Event()
+        self._room = asyncio.Event()  # set while the reader may take more input
         self._room.set()
+        self._inflight = 0  # words handed to the worker that it has not taken yet
+        self._paused = False  # the worker holds this session back: its outbox is full
         self._shutting_down = False
 
     # ---- lifecycle ----
@@ -118,7 +121,20 @@ class Connection:
     def _send(self, message: JsonDict) -> None:
         self._outbox.put_nowait(message)
         self.max_outbox = max(self.max_outbox, self._outbox.qsize())
-        if self._outbox.qsize() >= self.config.outbox_high_water:
+        self._flow()
+
+    def _flow(self) -> None:
+        """Backpressure: pause the session's compute while the client is not reading (high
+        water; resume at half of it), and read no input while the model has a backlog."""
+        queued, high = self._outbox.qsize(), self.config.outbox_high_water
+        pause = queued >= high or (self._paused and queued > high // 2)
+        if self.stream is not None and pause != self._paused:
+            self._paused = pause
+            self.worker.set_paused(self.stream, pause)
+        busy = self._inflight >= self.config.max_inflight_words
+        if self.state is State.CLOSING or not (pause or busy):
+            self._room.set()
+        else:
             self._room.clear()
 
     def _close(self, code: int, reason: str) -> None:
@@ -141,8 +157,7 @@ class Connection:
         try:
             while True:
                 item = await self._outbox.get()
-                if self._outbox.qsize() < self.config.outbox_high_water:
-                    self._room.set()
+                self._flow()
                 if isinstance(item, Close):
                     await self.ws.close(item.code, item.reason)
                     return
@@ -196,7 +211,9 @@ class Connection:
         if isinstance(message, Source):
             if message.words:
                 self.words_in += len(message.words)
+                self._inflight += len(message.words)
                 self.worker.submit(self.stream, Op(OpKind.FEED, words=message.words))
+                self._flow()
         elif isinstance(message, Flush):
             self.worker.submit(self.stream, Op(OpKind.END_SOURCE))
         elif isinstance(message, End):
@@ -243,6 +260,8 @@ class Connection:
     def _on_delivery(self, delivery: Delivery) -> None:
         if self.state is State.CLOSING:
             return
+        self._inflight -= delivery.words_taken
+        self._flow()
         for rejected in delivery.rejected:
             self._error(rejected.code, rejected.message)
         if delivery.error is not None:

@@ -170,7 +170,7 @@ def _parse_start(data: Mapping[str, Any], *, default_policy: str, max_beam: int)
 def _parse_source(data: Mapping[str, Any], *, limits: Limits) -> Source:
     text = data.get("text")
     if not isinstance(text, str):
-        raise ProtocolError(ErrorCode.BAD_MESSAGE, 'source.text must be a string of words')
+        raise ProtocolError(ErrorCode.BAD_MESSAGE, "source.text must be a string of words")
     words = tuple(text.split())
     for word in words:
         if len(word) > limits.max_word_chars:

@@ -30,6 +30,7 @@ class SentenceLog:
     delays: list[int] = field(default_factory=list)
     text: str | None = None  # set by `final`
     source: str | None = None
+    final_ms: float = 0.0  # when the final arrived
 
 
 @dataclass
@@ -46,12 +47,18 @@ class StreamLog:
     close_reason: str = ""
 
     def timed_sentences(self) -> list[TimedSentence]:
-        """Finished sentences with word emission times, for `subtitles.build_cues`."""
-        return [
-            TimedSentence(tuple(s.words), tuple(s.times_ms))
-            for s in sorted(self.sentences.values(), key=lambda s: s.sentence_id)
-            if s.text is not None and s.words
-        ]
+        """The `final` texts with each word's emission time, for `subtitles.build_cues`.
+
+        Times come from the partials that committed the words (they are the same words, as
+        committed text is never retracted); a word no partial timed gets the final's time."""
+        out = []
+        for s in sorted(self.sentences.values(), key=lambda s: s.sentence_id):
+            words = tuple((s.text or "").split())
+            if words:
+                times = s.times_ms[: len(words)]
+                times += [s.final_ms] * (len(words) - len(times))
+                out.append(TimedSentence(words, tuple(times)))
+        return out
 
     def finals(self) -> list[str]:
         return [m["text"] for m in self.messages if m["type"] == "final"]
@@ -80,7 +87,7 @@ class Recorder:
             if kind == "partial":
                 self._partial(sent, message, now)
             else:
-                sent.text, sent.source = message["text"], message["source"]
+                sent.text, sent.source, sent.final_ms = message["text"], message["source"], now
                 self.words_done += len(sent.source.split())
 
     def _partial(self, sent: SentenceLog, message: JsonDict, now: float) -> None:

@@ -26,7 +26,9 @@ CONTENT_TYPES = {
 }
 SECURITY_HEADERS = {
     # the page loads only its own files and talks only to its own origin (ws: included)
-    "Content-Security-Policy": "default-src 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "Content-Security-Policy": (
+        "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'"
+    ),
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-cache",

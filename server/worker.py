@@ -38,6 +38,7 @@ class Op:
     kind: OpKind
     words: tuple[str, ...] = ()
     marker: object = None  # handed back with the updates once this op has been advanced
+    checked: bool = False  # a FEED already admitted by the sentence counter (a sliced paste)
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class Delivery:
     markers: list[object]  # markers of the ops applied before these updates were computed
     rejected: list[ProtocolError] = field(default_factory=list)  # FEED ops dropped whole
     error: BaseException | None = None  # the session failed; it cannot go on
+    words_taken: int = 0  # source words of FEED ops consumed (fed or dropped)
 
 
 @dataclass
@@ -56,6 +58,8 @@ class Stream:
     counter: SentenceCounter  # the open sentence's size, checked before words reach the model
     deliver: Callable[[Delivery], None]  # called on the event loop
     ops: list[Op] = field(default_factory=list)  # guarded by the worker's lock
+    held: list[object] = field(default_factory=list)  # markers waiting for the session to finish
+    paused: bool = False  # its reader is slow: take none of its ops (guarded by the lock)
 
 
 @dataclass
@@ -71,9 +75,18 @@ class WorkerStats:
 
 
 class Worker:
-    def __init__(self, load: Callable[[], Engine], *, max_batch: int) -> None:
+    def __init__(
+        self,
+        load: Callable[[], Engine],
+        *,
+        max_batch: int,
+        words_per_turn: int = 32,
+        steps_per_turn: int = 1,
+    ) -> None:
         self._load = load
         self.max_batch = max_batch
+        self.steps_per_turn = steps_per_turn  # decoder steps per turn before updates go out
+        self.words_per_turn = words_per_turn  # a long paste is fed in slices: turns stay short
         self.engine: Engine | None = None
         self.load_error: BaseException | None = None
         self.stats = WorkerStats()
@@ -123,6 +136,14 @@ class Worker:
             self._pending.setdefault(id(stream), stream)
             self._cond.notify()
 
+    def set_paused(self, stream: Stream, paused: bool) -> None:
+        """Backpressure: a paused stream keeps its ops but gets no compute until resumed."""
+        with self._cond:
+            stream.paused = paused
+            if not paused and stream.ops:
+                self._pending.setdefault(id(stream), stream)
+                self._cond.notify()
+
     def discard(self, stream: Stream) -> None:
         with self._cond:
             self._pending.pop(id(stream), None)
@@ -158,7 +179,7 @@ class Worker:
             self._loaded.set()
         while True:
             with self._cond:
-                while not (self._pending or self._calls or self._stopping):
+                while not (self._runnable() or self._calls or self._stopping):
                     self._cond.wait()
                 if self._stopping:
                     return
@@ -169,29 +190,48 @@ class Worker:
             if batch:
                 self._advance(self.engine, batch)
 
+    def _runnable(self) -> bool:
+        return any(not s.paused for s in self._pending.values())
+
     def _take_batch(self) -> list[tuple[Stream, list[Op]]]:
-        batch = []
-        for key in list(self._pending)[: self.max_batch]:
-            stream = self._pending.pop(key)
-            batch.append((stream, stream.ops))
-            stream.ops = []
+        """Up to max_batch unpaused streams with their ops, oldest first."""
+        batch: list[tuple[Stream, list[Op]]] = []
+        for key in list(self._pending):
+            if len(batch) == self.max_batch:
+                break
+            stream = self._pending[key]
+            if not stream.paused:  # a paused one stays pending; set_paused(False) wakes us
+                del self._pending[key]
+                batch.append((stream, stream.ops))
+                stream.ops = []
         return batch
 
+    def _give_back(self, stream: Stream, ops: list[Op]) -> None:
+        """Ops a turn did not reach go first in line, the stream to the back (round robin)."""
+        with self._cond:
+            stream.ops = ops + stream.ops
+            self._pending.setdefault(id(stream), stream)
+
     def _advance(self, engine: Engine, batch: list[tuple[Stream, list[Op]]]) -> None:
+        turns: dict[int, Turn] = {}
         results: dict[int, list[Update] | BaseException] = {}
-        rejected: dict[int, list[ProtocolError]] = {}
         live: list[Stream] = []
         for stream, ops in batch:
+            turn = turns[id(stream)] = Turn()
             try:
-                rejected[id(stream)] = _apply(engine, stream, ops)
+                budget = max(0, self.words_per_turn - stream.session.backlog_words)
+                left = turn.play(engine, stream, ops, budget=budget)
                 live.append(stream)
             except Exception as exc:  # a bad op breaks its own session only
                 logger.exception("session rejected its input")
                 results[id(stream)] = exc
+                continue
+            if left:
+                self._give_back(stream, left)
         t0 = time.perf_counter()
         try:
             outs: list[list[Update] | BaseException] = list(
-                advance(engine, [s.session for s in live])
+                advance(engine, [s.session for s in live], max_steps=self.steps_per_turn)
             )
         except Exception:
             logger.exception("batched advance of %d sessions failed; retrying each", len(live))
@@ -201,14 +241,22 @@ class Worker:
         self.stats.batches += 1
         self.stats.sessions_advanced += len(live)
         self.stats.max_batch = max(self.stats.max_batch, len(live))
-        for stream, ops in batch:
-            markers = [op.marker for op in ops if op.marker is not None]
-            result = results[id(stream)]
-            dropped = rejected.get(id(stream), [])
-            if isinstance(result, BaseException):
-                self._post(stream.deliver, Delivery([], markers, dropped, error=result))
-            else:
-                self._post(stream.deliver, Delivery(result, markers, dropped))
+        for stream in live:  # iteration-level batching: unfinished work goes round again
+            if stream.session.has_work and not isinstance(results[id(stream)], BaseException):
+                self._give_back(stream, [])
+        for stream, _ in batch:
+            turn, result = turns[id(stream)], results[id(stream)]
+            error = result if isinstance(result, BaseException) else None
+            updates = [] if isinstance(result, BaseException) else result
+            # a marker (end, shutdown) goes out once its session has done all its work
+            stream.held += turn.markers
+            markers: list[object] = []
+            if error is not None or not stream.session.has_work:
+                markers, stream.held = stream.held, []
+            self._post(
+                stream.deliver,
+                Delivery(updates, markers, turn.rejected, error=error, words_taken=turn.words_taken),
+            )
 
     @staticmethod
     def _advance_alone(engine: Engine, stream: Stream) -> list[Update] | BaseException:
@@ -219,21 +267,42 @@ class Worker:
             return exc
 
 
-def _apply(engine: Engine, stream: Stream, ops: list[Op]) -> list[ProtocolError]:
-    """Hand the ops to the session; a FEED that would make its sentence too long is dropped."""
-    rejected = []
-    for op in ops:
-        if op.kind is OpKind.FEED:
-            try:
-                stream.counter.admit(op.words, lambda w: _token_count(engine, w))
-            except ProtocolError as e:
-                rejected.append(e)
+@dataclass
+class Turn:
+    """What one worker turn did with a stream's ops."""
+
+    markers: list[object] = field(default_factory=list)  # of the END_SOURCE ops played
+    rejected: list[ProtocolError] = field(default_factory=list)  # FEED ops dropped whole
+    words_taken: int = 0  # FEED words fed or dropped
+
+    def play(self, engine: Engine, stream: Stream, ops: list[Op], *, budget: int) -> list[Op]:
+        """Hand ops to the session in order, feeding at most `budget` words; return the rest.
+
+        A FEED op is admitted (or dropped, if its sentence would grow too long) as a whole,
+        then fed in slices of the budget, so one long paste cannot hog the worker."""
+        for i, op in enumerate(ops):
+            if op.kind is OpKind.END_SOURCE:
+                stream.counter.flush()
+                stream.session.end_source()
+                if op.marker is not None:
+                    self.markers.append(op.marker)
                 continue
-            stream.session.feed(" ".join(op.words))
-        else:
-            stream.counter.flush()
-            stream.session.end_source()
-    return rejected
+            if budget <= 0:
+                return ops[i:]
+            if not op.checked:
+                try:
+                    stream.counter.admit(op.words, lambda w: _token_count(engine, w))
+                except ProtocolError as e:
+                    self.rejected.append(e)
+                    self.words_taken += len(op.words)
+                    continue
+            head, rest = op.words[:budget], op.words[budget:]
+            stream.session.feed(" ".join(head))
+            self.words_taken += len(head)
+            budget -= len(head)
+            if rest:
+                return [Op(OpKind.FEED, rest, checked=True), *ops[i + 1 :]]
+        return []
 
 
 def _token_count(engine: Engine, word: str) -> int:

@@ -71,6 +71,7 @@ class Session:
         self.next_id = 0
         self.closed = False
         self.warnings: list[str] = []  # human-readable notes about the input (unknown chars, cuts)
+        self._has_work = False  # set by `advance`; new input sets it too
 
     # ---- input (no compute) ------------------------------------------------------------
     def feed(self, text: str) -> None:
@@ -94,13 +95,16 @@ class Session:
                 self.warnings.append(
                     f"sentence {sent.id} reached {self.limits.max_sentence_words} words and was cut there"
                 )
-        if words and self.stream is not None:
-            self.stream.stalled = False
+        if words:
+            self._has_work = True
+            if self.stream is not None:
+                self.stream.stalled = False
 
     def end_source(self) -> None:
         """The current sentence's source is complete (what `flush` does, without compute)."""
         if self.sentences and not self.sentences[-1].complete:
             self.sentences[-1].complete = True
+            self._has_work = True
             if self.stream is not None:
                 self.stream.stalled = False
 
@@ -124,6 +128,17 @@ class Session:
         out = advance(self.engine, [self])[0]
         self.closed = True
         return out
+
+    @property
+    def has_work(self) -> bool:
+        """True when `advance` would do model work for this session right now."""
+        return self._has_work
+
+    @property
+    def backlog_words(self) -> int:
+        """Source words received but not yet read by the policy (a server's input backpressure)."""
+        total = sum(len(sent.words) for sent in self.sentences)
+        return total - (self.stream.words_read if self.stream is not None else 0)
 
     @property
     def idle(self) -> bool:
@@ -215,19 +230,28 @@ def _word_groups(ids: Sequence[int], is_word_start: Callable[[int], bool]) -> li
     return spans
 
 
-def advance(engine: Engine, sessions: Sequence[Session]) -> list[list[Update]]:
+def advance(
+    engine: Engine, sessions: Sequence[Session], *, max_steps: int | None = None
+) -> list[list[Update]]:
     """Run every session until it waits for input or has nothing left; decoder steps of all
-    sessions that need one go through the model together. Returns each session's updates."""
+    sessions that need one go through the model together. Returns each session's updates.
+
+    With `max_steps`, return after that many batched decoder steps (iteration-level
+    batching: a server interleaves sessions and sends updates out between steps);
+    `Session.has_work` then tells which sessions want more."""
     out: list[list[Update]] = [[] for _ in sessions]
+    steps = 0
     while True:
         _encode_arrivals(engine, sessions)
         pending = []
         for i, s in enumerate(sessions):
             req = _plan(s, out[i])
+            s._has_work = req is not None
             if req is not None:
                 pending.append((i, req))
-        if not pending:
+        if not pending or (max_steps is not None and steps >= max_steps):
             return out
+        steps += 1
         t = time.perf_counter()
         results = engine.step([req for _, req in pending])
         share = (time.perf_counter() - t) * 1000 / len(pending)

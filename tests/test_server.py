@@ -12,13 +12,14 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import pytest
+import torch
+from simulmt.server.app import CaptionServer
+from simulmt.server.config import PROTOCOL, Limits, ServerConfig
+from simulmt.server.stream import StreamLog, paced, run_stream
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from simulmt.engine import Engine
-from simulmt.server.app import CaptionServer
-from simulmt.server.config import PROTOCOL, Limits, ServerConfig
-from simulmt.server.stream import StreamLog, paced, run_stream
 from simulmt.session import Session
 
 SENTENCES = ["ich habe heute einen Brief geschrieben .", "das Wetter ist schön .", "wir gehen"]
@@ -27,7 +28,12 @@ TEXT = " ".join(SENTENCES)  # the last sentence has no final punctuation: `end` 
 
 @functools.cache
 def engine() -> Engine:
-    return Engine.tiny(0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # Engine.tiny trains a few steps: far faster on one thread
+    try:
+        return Engine.tiny(0)
+    finally:
+        torch.set_num_threads(threads)
 
 
 @functools.cache
@@ -46,7 +52,11 @@ def reference_finals(policy: str, text: str = TEXT) -> tuple[str, ...]:
 async def running(
     config: ServerConfig | None = None, load: Callable[[], Engine] = engine
 ) -> AsyncIterator[CaptionServer]:
-    server = CaptionServer(config or ServerConfig(port=0, limits=Limits(idle_timeout_s=20)), load=load, model_name="tiny")
+    server = CaptionServer(
+        config or ServerConfig(port=0, limits=Limits(idle_timeout_s=20)),
+        load=load,
+        model_name="tiny",
+    )
     await server.start()
     try:
         await server.wait_ready()
@@ -59,7 +69,9 @@ def ws_url(server: CaptionServer, path: str = "/ws") -> str:
     return f"ws://127.0.0.1:{server.port}{path}"
 
 
-async def stream(server: CaptionServer, policy: str, text: str = TEXT, rate: float = 0) -> StreamLog:
+async def stream(
+    server: CaptionServer, policy: str, text: str = TEXT, rate: float = 0
+) -> StreamLog:
     return await run_stream(ws_url(server), paced(text.split(), rate), policy=policy)
 
 
@@ -75,7 +87,9 @@ def check_stream(log: StreamLog) -> None:
             sid = m["sentence_id"]
             assert sid not in finished, "partial after the sentence's final"
             committed[sid] = committed.get(sid, "") + m["committed_delta"]
-            assert len(m["delays"]) == len(m["emitted_ms"]) == m["committed_len"] - words.get(sid, 0)
+            assert (
+                len(m["delays"]) == len(m["emitted_ms"]) == m["committed_len"] - words.get(sid, 0)
+            )
             words[sid] = m["committed_len"]
             assert all(1 <= d for d in m["delays"])
         elif m["type"] == "final":
@@ -104,7 +118,9 @@ async def test_chunking_does_not_change_the_translation() -> None:
         per_word = await stream(server, "wait-k:k=3")
         paced_log = await stream(server, "wait-k:k=3", rate=40)
         async with connect(ws_url(server, "/")) as ws:  # "/" takes websockets too
-            await ws.send(json.dumps({"type": "start", "protocol": PROTOCOL, "policy": "wait-k:k=3"}))
+            await ws.send(
+                json.dumps({"type": "start", "protocol": PROTOCOL, "policy": "wait-k:k=3"})
+            )
             await ws.send(json.dumps({"type": "source", "text": TEXT}))
             await ws.send(json.dumps({"type": "end"}))
             at_once = [json.loads(m) async for m in ws]
@@ -186,7 +202,10 @@ async def test_a_model_that_fails_to_load_is_reported() -> None:
             await server.wait_ready()
         status, _, body = await asyncio.to_thread(_get, f"http://127.0.0.1:{server.port}/healthz")
         assert status == 503
-        assert json.loads(body) | {"status": "failed", "error": "no model at /nowhere"} == json.loads(body)
+        assert json.loads(body) | {
+            "status": "failed",
+            "error": "no model at /nowhere",
+        } == json.loads(body)
     finally:
         await server.stop()
 
@@ -196,7 +215,9 @@ async def test_graceful_stop_sends_finals_then_1001() -> None:
         opened = []
         for text in ("ich habe heute", "das Wetter"):  # sentences left open
             ws = await connect(ws_url(server))
-            await ws.send(json.dumps({"type": "start", "protocol": PROTOCOL, "policy": "wait-k:k=2"}))
+            await ws.send(
+                json.dumps({"type": "start", "protocol": PROTOCOL, "policy": "wait-k:k=2"})
+            )
             await ws.send(json.dumps({"type": "source", "text": text}))
             assert json.loads(await ws.recv())["type"] == "session"
             opened.append(ws)

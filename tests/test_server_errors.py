@@ -16,13 +16,14 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
+import torch
+from simulmt.server.app import CaptionServer
+from simulmt.server.config import PROTOCOL, Limits, ServerConfig
+from simulmt.server.stream import paced, run_stream
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from simulmt.engine import Engine
-from simulmt.server.app import CaptionServer
-from simulmt.server.config import PROTOCOL, Limits, ServerConfig
-from simulmt.server.stream import paced, run_stream
 from simulmt.session import Session
 
 TEXT = "ich habe heute einen Brief geschrieben . das Wetter ist schön ."
@@ -36,7 +37,12 @@ def source(text: str) -> str:
 
 @functools.cache
 def engine() -> Engine:
-    return Engine.tiny(0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # Engine.tiny trains a few steps: far faster on one thread
+    try:
+        return Engine.tiny(0)
+    finally:
+        torch.set_num_threads(threads)
 
 
 @functools.cache
@@ -76,7 +82,7 @@ async def exchange(
             async with asyncio.timeout(10):
                 async for raw in ws:
                     messages.append(json.loads(raw))
-        except TimeoutError:
+        except (TimeoutError, ConnectionClosed):
             pass
     return messages, ws.close_code
 
@@ -109,8 +115,9 @@ FATAL_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("frames", "code", "close"), [c[1:] for c in FATAL_CASES],
-                         ids=[c[0] for c in FATAL_CASES])
+@pytest.mark.parametrize(
+    ("frames", "code", "close"), [c[1:] for c in FATAL_CASES], ids=[c[0] for c in FATAL_CASES]
+)
 async def test_fatal_bad_input(frames: list[str | bytes], code: str, close: int) -> None:
     async with running(ServerConfig(port=0)) as url:
 
@@ -135,7 +142,7 @@ async def test_frame_over_the_transport_cap_is_cut_with_1009() -> None:
 
 
 async def test_non_fatal_errors_keep_the_session() -> None:
-    limits = Limits(max_word_chars=20, max_sentence_words=6)
+    limits = Limits(max_word_chars=20, max_sentence_words=7)  # the neighbour's fit
     async with running(ServerConfig(port=0, limits=limits)) as url:
 
         async def bad() -> None:
@@ -143,7 +150,7 @@ async def test_non_fatal_errors_keep_the_session() -> None:
                 START,
                 source("eins zwei drei vier"),
                 source("fünf " + "x" * 21),  # word too long: the whole message is dropped
-                source("fünf sechs sieben"),  # 7 words: sentence too long, dropped
+                source("fünf sechs sieben acht"),  # 8 words: sentence too long, dropped
                 source("ende ."),  # 6 words: fine
                 END,
             ]
@@ -194,16 +201,22 @@ async def test_max_sessions_answers_1013() -> None:
 
 async def test_token_is_checked_at_the_handshake() -> None:
     async with running(ServerConfig(port=0, token="s3cret")) as url:
-        for bad_url, headers in [(url, None), (url + "?token=wrong", None),
-                                 (url, {"Authorization": "Bearer wrong"})]:
+        for bad_url, headers in [
+            (url, None),
+            (url + "?token=wrong", None),
+            (url, {"Authorization": "Bearer wrong"}),
+        ]:
             with pytest.raises(InvalidStatus) as info:
                 async with connect(bad_url, additional_headers=headers):
                     pass
             assert info.value.response.status_code == 401
-        for good_url, headers in [(url + "?token=s3cret", None),
-                                  (url, {"Authorization": "Bearer s3cret"})]:
-            messages, close_code = await exchange(good_url, [START, source("ja ."), END],
-                                                  additional_headers=headers)
+        for good_url, headers in [
+            (url + "?token=s3cret", None),
+            (url, {"Authorization": "Bearer s3cret"}),
+        ]:
+            messages, close_code = await exchange(
+                good_url, [START, source("ja ."), END], additional_headers=headers
+            )
             assert close_code == 1000 and messages[0]["type"] == "session"
 
 
@@ -254,22 +267,42 @@ async def test_internal_failure_closes_1011_and_spares_the_neighbour() -> None:
 
 
 async def test_a_slow_reader_cannot_grow_server_memory() -> None:
-    config = ServerConfig(port=0, outbox_high_water=8)
+    """A client that stops reading: the server stops computing for it and stops reading its
+    input (bounded queues), then delivers everything once it reads again."""
+    config = ServerConfig(
+        port=0, outbox_high_water=8, max_inflight_words=16, write_limit_bytes=4096
+    )
     server = CaptionServer(config, load=engine, model_name="tiny")
     await server.start()
     await server.wait_ready()
+    sentence, n = "ich habe heute einen Brief geschrieben .", 30
     try:
         sock = socket.create_connection(("127.0.0.1", server.port))
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a tiny window
-        async with connect(f"ws://127.0.0.1:{server.port}/ws", sock=sock, max_queue=1) as ws:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # a small window
+        url = f"ws://127.0.0.1:{server.port}/ws"
+        async with connect(url, sock=sock, max_queue=1, compression=None) as ws:
             await ws.send(START.replace("wait-k:k=2", "wait-k:k=1"))
-            for _ in range(150):  # never read anything
-                await ws.send(source("ich habe heute einen Brief geschrieben ."))
-            await asyncio.sleep(3)
+            assert json.loads(await ws.recv())["type"] == "session"
+            [server_ws] = server._server.connections if server._server else []
+            server_sock = server_ws.transport.get_extra_info("socket")
+            server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # no kernel slack
+            for _ in range(n):  # and never read
+                await ws.send(source(sentence))
             [conn] = server.connections
-            sent_then = conn.words_in
-            await asyncio.sleep(1)
-            assert conn.words_in == sent_then < 150 * 7  # input is no longer read
-            assert conn.max_outbox <= config.outbox_high_water + 64  # one message's worth
+            stalled_at, quiet = -1, 0
+            async with asyncio.timeout(60):
+                while quiet < 15:  # until no input was read for 1.5 s
+                    await asyncio.sleep(0.1)
+                    quiet = quiet + 1 if conn.words_in == stalled_at else 0
+                    stalled_at = conn.words_in
+            assert stalled_at < n * 7  # the server stopped reading input...
+            assert conn._paused  # ...and computing for this session
+            assert conn.max_outbox <= config.outbox_high_water + 100  # plus one turn's output
+            assert server_ws.transport.get_write_buffer_size() <= 4096 + 1024
+            await ws.send(END)
+            messages = [json.loads(m) async for m in ws]  # now read: nothing was lost
+        assert ws.close_code == 1000
+        assert [m["seq"] for m in messages] == list(range(2, len(messages) + 2))
+        assert [m["source"] for m in messages if m["type"] == "final"] == [sentence] * n
     finally:
         await server.stop()

@@ -7,7 +7,6 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from simulmt.server.config import PROTOCOL, Limits, ServerConfig
 from simulmt.server.protocol import (
     End,
@@ -22,6 +21,7 @@ from simulmt.server.protocol import (
     parse_client_message,
     update_messages,
 )
+
 from simulmt.updates import Update
 from simulmt.words import ends_sentence
 
@@ -39,8 +39,10 @@ START = {"type": "start", "protocol": PROTOCOL}
     ("frame", "expected"),
     [
         (json.dumps(START), Start(policy="wait-k:k=3", beam=1)),
-        (json.dumps({**START, "policy": " full ", "beam": 4, "src_lang": "de"}),
-         Start(policy="full", beam=4, src_lang="de")),
+        (
+            json.dumps({**START, "policy": " full ", "beam": 4, "src_lang": "de"}),
+            Start(policy="full", beam=4, src_lang="de"),
+        ),
         ('{"type":"source","text":"  ein  Satz . "}', Source(("ein", "Satz", "."))),
         ('{"type":"source","text":""}', Source(())),
         ('{"type":"flush"}', Flush()),
@@ -116,17 +118,28 @@ def test_error_codes(code: ErrorCode, fatal: bool, close: int | None) -> None:
 def test_update_messages() -> None:
     partial = Update(0, " two words", 3, " maybe", delays=(2, 3), emitted_ms=(812.345, 1200.0))
     assert update_messages(partial) == [
-        {"type": "partial", "sentence_id": 0, "committed_delta": " two words", "committed_len": 3,
-         "tentative": " maybe", "delays": [2, 3], "emitted_ms": [812.3, 1200.0]}
+        {
+            "type": "partial",
+            "sentence_id": 0,
+            "committed_delta": " two words",
+            "committed_len": 3,
+            "tentative": " maybe",
+            "delays": [2, 3],
+            "emitted_ms": [812.3, 1200.0],
+        }
     ]
     final = Update(1, "", 2, "", final=True, text="a b", source="x y .")
     assert update_messages(final) == [
         {"type": "final", "sentence_id": 1, "text": "a b", "source": "x y ."}
     ]
-    both = Update(1, " b", 2, "", delays=(3,), emitted_ms=(5.0,), final=True, text="a b", source="x")
+    both = Update(
+        1, " b", 2, "", delays=(3,), emitted_ms=(5.0,), final=True, text="a b", source="x"
+    )
     assert [m["type"] for m in update_messages(both)] == ["partial", "final"]
     assert json.loads(encode({"type": "end", "sentences": 2}, 7)) == {
-        "type": "end", "sentences": 2, "seq": 7
+        "type": "end",
+        "sentences": 2,
+        "seq": 7,
     }
 
 

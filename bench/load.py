@@ -1,0 +1,272 @@
+"""Load benchmark of `simulmt serve`: N concurrent captioning clients on loopback.
+
+Each client streams its own slice of a test set at a speech-like rate (2.5 words/s) for a
+fixed time, then ends its session. Reported per run: sessions completed, target words/s
+delivered, p50/p95/p99 of the delay the server adds (arrival of a committed word at the
+client minus the send time of the source word it needed, i.e. word d_t of its sentence), and
+the server's memory. `--capacity` steps N up until p95 exceeds the budget, once with
+cross-session batching and once one session at a time (--max-batch 1), and prints the ratio.
+
+    python bench/load.py --tiny --sessions 50 --duration 20
+    python bench/load.py --model runs/de-en --capacity --duration 30 --source test.de
+
+The server runs as a separate process (`simulmt serve`), the clients in this one; both share
+the machine's cores, so this is a conservative figure for a dedicated server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import re
+import statistics
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from simulmt.server.stream import StreamLog, paced, run_stream
+
+SERVING = re.compile(r"serving (\S+) on http://127\.0\.0\.1:(\d+)/")
+ASSET = Path(__file__).resolve().parents[1] / "simulmt" / "assets" / "tiny.tsv"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    sessions: int
+    completed: int
+    source_words: int
+    target_words: int
+    seconds: float
+    delays_ms: list[float]
+    rss_mb: float
+    peak_rss_mb: float
+    mean_batch: float
+    busy: float  # share of the wall time the model worker computed
+    errors: int
+
+    def percentile(self, q: float) -> float:
+        if len(self.delays_ms) < 2:
+            return float("nan")
+        return statistics.quantiles(self.delays_ms, n=100, method="inclusive")[int(q) - 1]
+
+    def row(self, label: str) -> str:
+        return (
+            f"| {label} | {self.sessions} | {self.completed} | "
+            f"{self.target_words / self.seconds:.1f} | {self.percentile(50):.0f} | "
+            f"{self.percentile(95):.0f} | {self.percentile(99):.0f} | {self.mean_batch:.1f} | "
+            f"{100 * self.busy:.0f}% | {self.peak_rss_mb:.0f} | {self.errors} |"
+        )
+
+
+HEADER = (
+    "| setting | sessions | completed | target words/s | p50 ms | p95 ms | p99 ms "
+    "| mean batch | worker busy | server RSS MB | errors |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def load_sentences(path: Path | None) -> list[str]:
+    if path is None:
+        return [line.split("\t")[0] for line in ASSET.read_text(encoding="utf-8").splitlines()]
+    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    return [line for line in lines if 3 <= len(line.split()) <= 60]
+
+
+def client_words(sentences: list[str], index: int, count: int) -> list[str]:
+    """`count` words from the sentences, starting at a different place for each client."""
+    rng = random.Random(index)
+    start = rng.randrange(len(sentences))
+    words: list[str] = []
+    i = start
+    while len(words) < count:
+        words += sentences[i % len(sentences)].split()
+        i += 1
+    return words[:count]
+
+
+def added_delays(log: StreamLog) -> list[float]:
+    """For each committed word: arrival time minus the send time of the source word it needed."""
+    out: list[float] = []
+    first_word = 0  # stream index of the current sentence's first source word
+    for message, recv in zip(log.messages, log.recv_ms, strict=True):
+        if message["type"] == "partial":
+            for d in message["delays"]:
+                needed = first_word + d - 1
+                if 0 <= needed < len(log.sent_ms):
+                    out.append(recv - log.sent_ms[needed])
+        elif message["type"] == "final":
+            first_word += len(message["source"].split())
+    return out
+
+
+async def one_client(url: str, words: list[str], *, policy: str, rate: float) -> StreamLog:
+    await asyncio.sleep(random.random() / rate)  # clients do not speak in lockstep
+    return await run_stream(url, paced(words, rate), policy=policy)
+
+
+class ServerProcess:
+    """`simulmt serve` in a child process; its port, health and memory."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.argv = argv
+        self.proc: asyncio.subprocess.Process | None = None
+        self.port = 0
+
+    async def __aenter__(self) -> ServerProcess:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "simulmt.cli",
+            "serve",
+            "--port",
+            "0",
+            *self.argv,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert self.proc.stdout is not None
+        async with asyncio.timeout(600):
+            while line := (await self.proc.stdout.readline()).decode():
+                if match := SERVING.search(line):
+                    self.port = int(match.group(2))
+                    return self
+        raise RuntimeError(f"simulmt serve {' '.join(self.argv)} did not start")
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.proc is not None
+        self.proc.terminate()
+        await self.proc.wait()
+
+    def memory_mb(self) -> tuple[float, float]:
+        """(current, peak) resident memory of the server process."""
+        assert self.proc is not None
+        status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+
+    def health(self) -> dict[str, float]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=10) as r:
+            return dict(json.loads(r.read()))
+
+
+async def run_load(
+    server: ServerProcess,
+    sentences: list[str],
+    *,
+    sessions: int,
+    duration: float,
+    rate: float,
+    policy: str,
+) -> RunResult:
+    url = f"ws://127.0.0.1:{server.port}/ws"
+    count = max(1, int(duration * rate))
+    before = server.health()
+    start = time.monotonic()
+    logs = await asyncio.gather(
+        *(
+            one_client(url, client_words(sentences, i, count), policy=policy, rate=rate)
+            for i in range(sessions)
+        ),
+        return_exceptions=True,
+    )
+    seconds = time.monotonic() - start
+    after = server.health()
+    ok = [log for log in logs if isinstance(log, StreamLog)]
+    rss, peak = server.memory_mb()
+    batches = after["batches"] - before["batches"]
+    advanced = after["sessions_advanced"] - before["sessions_advanced"]
+    return RunResult(
+        sessions=sessions,
+        completed=sum(log.close_code == 1000 for log in ok),
+        source_words=sum(len(log.sent_ms) for log in ok),
+        target_words=sum(len(" ".join(log.finals()).split()) for log in ok),
+        seconds=seconds,
+        delays_ms=[d for log in ok for d in added_delays(log)],
+        rss_mb=rss,
+        peak_rss_mb=peak,
+        mean_batch=advanced / batches if batches else 0.0,
+        busy=(after["busy_s"] - before["busy_s"]) / seconds,
+        errors=len(logs) - len(ok) + sum(len(log.errors) for log in ok),
+    )
+
+
+def server_argv(args: argparse.Namespace, max_batch: int) -> list[str]:
+    argv = ["--max-batch", str(max_batch), "--max-sessions", "2000"]
+    argv += ["--tiny"] if args.tiny else (["--model", str(args.model)] if args.model else [])
+    return argv + (["--threads", str(args.threads)] if args.threads else [])
+
+
+async def capacity(args: argparse.Namespace, sentences: list[str], max_batch: int) -> int:
+    """Largest session count (on the --steps ladder) whose p95 added delay meets the budget."""
+    best = 0
+    for n in args.steps:
+        async with ServerProcess(server_argv(args, max_batch)) as server:
+            result = await run_load(
+                server,
+                sentences,
+                sessions=n,
+                duration=args.duration,
+                rate=args.rate,
+                policy=args.policy,
+            )
+        print(result.row(f"max_batch={max_batch}"), flush=True)
+        if result.completed < n or result.percentile(95) > args.budget_ms:
+            break
+        best = n
+    return best
+
+
+async def main(args: argparse.Namespace) -> int:
+    sentences = load_sentences(args.source)
+    print(f"policy {args.policy}, {args.rate} words/s per client, {args.duration:g} s each\n")
+    print(HEADER, flush=True)
+    if not args.capacity:
+        async with ServerProcess(server_argv(args, args.max_batch)) as server:
+            result = await run_load(
+                server,
+                sentences,
+                sessions=args.sessions,
+                duration=args.duration,
+                rate=args.rate,
+                policy=args.policy,
+            )
+        print(result.row(f"max_batch={args.max_batch}"))
+        return 0 if result.completed == args.sessions else 1
+    batched = await capacity(args, sentences, args.max_batch)
+    single = await capacity(args, sentences, 1)
+    print(
+        f"\ncapacity at p95 <= {args.budget_ms:g} ms: {batched} sessions batched, "
+        f"{single} one at a time; ratio {batched / max(single, 1):.1f}x"
+        + (" (the ladder's top: raise --steps)" if batched == args.steps[-1] else "")
+    )
+    return 0
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    model = p.add_mutually_exclusive_group()
+    model.add_argument("--model", type=Path, help="model folder (default: the bundled model)")
+    model.add_argument("--tiny", action="store_true", help="the random tiny test model")
+    p.add_argument("--source", type=Path, help="German sentences, one a line (default: assets)")
+    p.add_argument("--sessions", type=int, default=100)
+    p.add_argument("--duration", type=float, default=30.0, help="seconds each client speaks")
+    p.add_argument("--rate", type=float, default=2.5, help="source words per second per client")
+    p.add_argument("--policy", default="wait-k:k=3")
+    p.add_argument("--max-batch", type=int, default=64)
+    p.add_argument("--threads", type=int, help="torch threads of the server process")
+    p.add_argument("--capacity", action="store_true", help="find capacity, batched vs not")
+    p.add_argument(
+        "--steps",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[10, 25, 50, 75, 100, 150, 200, 300],
+        help="session counts to try",
+    )
+    p.add_argument("--budget-ms", type=float, default=200.0, help="p95 added-delay budget")
+    return p.parse_args(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(parse_args())))

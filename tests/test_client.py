@@ -1,0 +1,160 @@
+"""`simulmt client`: terminal rendering, caption timing, and the real CLI against a real server."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import io
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import srt
+import torch
+import webvtt
+from simulmt.server.app import CaptionServer
+from simulmt.server.client import DIM, RESET, LiveView, render_live
+from simulmt.server.config import ServerConfig
+from simulmt.server.stream import Recorder, StreamLog
+
+from simulmt.engine import Engine
+
+
+@pytest.mark.parametrize(
+    ("committed", "tentative", "width", "expected"),
+    [
+        ("I have", " written", 80, f"I have{DIM} written{RESET}"),
+        ("I have", "", 80, "I have"),
+        ("", "maybe", 80, f"{DIM}maybe{RESET}"),
+        ("abcdefghij", " klmno", 12, f"…ghij{DIM} klmno{RESET}"),  # the newest end stays
+        ("abc", " defghijklmnop", 8, f"…{DIM}klmnop{RESET}"),
+    ],
+)
+def test_render_live(committed: str, tentative: str, width: int, expected: str) -> None:
+    assert render_live(committed, tentative, width=width, color=True) == expected
+    plain = render_live(committed, tentative, width=width, color=False)
+    assert plain == expected.replace(DIM, "").replace(RESET, "")
+    assert len(plain) <= width - 1
+
+
+def test_live_view_prints_finals_when_not_a_terminal() -> None:
+    out = io.StringIO()
+    view = LiveView(out, live=False)
+    view({"type": "partial", "sentence_id": 0, "committed_delta": "Hello", "tentative": " wor"})
+    view({"type": "final", "sentence_id": 0, "text": "Hello world.", "source": "Hallo Welt."})
+    assert out.getvalue() == "Hello world.\n"
+    tty = io.StringIO()
+    live = LiveView(tty, live=True)
+    live({"type": "partial", "sentence_id": 0, "committed_delta": "Hello", "tentative": " wor"})
+    assert tty.getvalue() == f"\r\x1b[KHello{DIM} wor{RESET}"
+
+
+def test_recorder_times_words_from_the_sentence_start() -> None:
+    now = [0.0]
+    log = StreamLog()
+    record = Recorder(log, lambda: now[0])
+    log.sent_ms.extend([100.0, 500.0, 900.0, 1300.0])  # four source words sent
+    now[0] = 1000.0
+    record(
+        {
+            "type": "partial",
+            "sentence_id": 0,
+            "committed_delta": "a b",
+            "tentative": "",
+            "committed_len": 2,
+            "delays": [2, 2],
+            "emitted_ms": [420.0, 430.0],
+        }
+    )
+    now[0] = 1400.0
+    record({"type": "final", "sentence_id": 0, "text": "a b", "source": "w1 w2 ."})
+    now[0] = 2000.0
+    record(
+        {
+            "type": "partial",
+            "sentence_id": 1,
+            "committed_delta": " c",
+            "tentative": "",
+            "committed_len": 1,
+            "delays": [1],
+            "emitted_ms": [150.0],
+        }
+    )
+    record({"type": "final", "sentence_id": 1, "text": " c", "source": "w4"})
+    now[0] = 2500.0  # a final whose words no partial timed: shown from the final's arrival
+    record({"type": "final", "sentence_id": 2, "text": "d e", "source": "w5 w6"})
+    [first, second, third] = log.timed_sentences()
+    assert first.words == ("a", "b") and first.times_ms == (520.0, 530.0)  # 100 + emitted
+    assert second.words == ("c",) and second.times_ms == (1450.0,)  # word 3 was sent at 1300
+    assert third.words == ("d", "e") and third.times_ms == (2500.0, 2500.0)
+
+
+@functools.cache
+def engine() -> Engine:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # Engine.tiny trains a few steps: far faster on one thread
+    try:
+        return Engine.tiny(0)
+    finally:
+        torch.set_num_threads(threads)
+
+
+async def test_client_cli_streams_and_writes_valid_captions(tmp_path: Path) -> None:
+    text = "ich habe heute einen Brief geschrieben . das Wetter ist schön . wir gehen nach Hause"
+    (tmp_path / "talk.txt").write_text(text + "\n", encoding="utf-8")
+    server = CaptionServer(ServerConfig(port=0), load=engine, model_name="tiny")
+    await server.start()
+    await server.wait_ready()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "simulmt.cli",
+            "client",
+            str(tmp_path / "talk.txt"),
+            "--url",
+            f"ws://127.0.0.1:{server.port}/ws",
+            "--policy",
+            "wait-k:k=2",
+            "--rate",
+            "20",
+            "--vtt",
+            str(tmp_path / "out.vtt"),
+            "--srt",
+            str(tmp_path / "out.srt"),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
+    finally:
+        await server.stop()
+    assert proc.returncode == 0, err.decode()
+    finals = out.decode().splitlines()  # not a terminal: one line per finished sentence
+    assert len(finals) == 3
+    words = " ".join(finals).split()
+    assert words  # the tiny model does write something
+    vtt = webvtt.read(str(tmp_path / "out.vtt"))
+    subs = list(srt.parse((tmp_path / "out.srt").read_text(encoding="utf-8")))
+    assert " ".join(c.text.replace("\n", " ") for c in vtt).split() == words
+    assert " ".join(s.content.replace("\n", " ") for s in subs).split() == words
+    assert all(len(line) <= 42 for c in vtt for line in c.lines)
+    assert all(c.start_in_seconds < c.end_in_seconds for c in vtt)
+    starts = [c.start_in_seconds for c in vtt]
+    assert starts == sorted(starts)
+
+
+def test_client_cli_refuses_bad_arguments(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from simulmt.cli import main
+
+    assert main(["client", str(tmp_path / "missing.txt")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    (tmp_path / "t.txt").write_text("a\n")
+    assert main(["client", str(tmp_path / "t.txt"), "--rate", "-1"]) == 2
+    assert "--rate" in capsys.readouterr().err
+    # nothing listens on this port: a clear message, exit 1
+    assert main(["client", str(tmp_path / "t.txt"), "--url", "ws://127.0.0.1:9/ws"]) == 1
+    assert "cannot reach" in capsys.readouterr().err

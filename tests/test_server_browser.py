@@ -1,0 +1,108 @@
+"""The captions page in headless Chromium (Debian's `chromium`, driven by playwright).
+
+The page connects back to the server it came from, streams typed text, shows the translation
+in its DOM, and reconnects on its own when the server goes away and comes back.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+from collections.abc import AsyncIterator
+
+import pytest
+import torch
+from simulmt.server.app import CaptionServer
+from simulmt.server.config import ServerConfig
+from simulmt.server.stream import paced, run_stream
+
+from simulmt.engine import Engine
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        shutil.which("chromium") is None,
+        reason="Debian's chromium is not installed (`apt-get install chromium`; make setup-test)",
+    ),
+]
+CHROMIUM_ARGS = [
+    "--no-sandbox",  # CI runs as root
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-extensions",
+    "--no-first-run",
+]
+TEXT = "ich habe heute einen Brief geschrieben . das Wetter ist schön ."
+POLICY = "wait-k:k=2"
+
+
+@functools.cache
+def engine() -> Engine:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # Engine.tiny trains a few steps: far faster on one thread
+    try:
+        return Engine.tiny(0)
+    finally:
+        torch.set_num_threads(threads)
+
+
+async def start_server(port: int = 0) -> CaptionServer:
+    server = CaptionServer(ServerConfig(port=port), load=engine, model_name="tiny")
+    await server.start()
+    await server.wait_ready()
+    return server
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[object]:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        chromium = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            await chromium.close()
+
+
+async def test_page_streams_text_shows_captions_and_reconnects(browser: object) -> None:
+    server = await start_server()
+    port = server.port
+    expected = (
+        await run_stream(f"ws://127.0.0.1:{port}/ws", paced(TEXT.split(), 0), policy=POLICY)
+    ).finals()
+    assert len(expected) == 2 and any(expected)
+    page = await browser.new_page()  # type: ignore[attr-defined]
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    try:
+        await page.goto(f"http://127.0.0.1:{port}/?policy={POLICY}")
+        status = page.locator("#status.ok")
+        await status.wait_for(timeout=20_000)
+        assert server.instance in await status.text_content()
+        await page.fill("#source", TEXT)
+        await page.fill("#rate", "20")
+        await page.click("#send")
+        finals = page.locator(".sentence.final .committed")
+        await finals.nth(1).wait_for(timeout=30_000)
+        assert await finals.all_text_contents() == expected  # the translation is in the DOM
+        grey = await page.locator(".hint .tentative").evaluate("e => getComputedStyle(e).color")
+        black = await finals.first.evaluate("e => getComputedStyle(e).color")
+        assert grey == "rgb(138, 138, 138)" and black == "rgb(17, 17, 17)"
+
+        await server.stop()  # the page sees 1001 and keeps trying
+        await page.locator("#status.wait").wait_for(timeout=10_000)
+        server = await start_server(port)  # back on the same port
+        status = page.locator("#status.ok", has_text=server.instance)
+        await status.wait_for(timeout=30_000)
+        await page.fill("#source", "das Wetter ist schön .")
+        await page.click("#send")
+        await finals.nth(2).wait_for(timeout=30_000)
+        assert (await finals.all_text_contents())[2] == expected[1]
+        assert problems == []
+    finally:
+        await page.close()
+        await server.stop()

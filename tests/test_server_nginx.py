@@ -1,0 +1,144 @@
+"""Two `simulmt serve` processes behind a real nginx using deploy/nginx.conf, on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import signal
+import socket
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+from simulmt.server.config import PROTOCOL
+from websockets.asyncio.client import connect
+
+NGINX = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/sbin")
+CONF = Path(__file__).resolve().parents[1] / "deploy" / "nginx.conf"
+SERVING = re.compile(r"serving (\S+) on http://127\.0\.0\.1:(\d+)/ .*instance (\w+)")
+pytestmark = [
+    pytest.mark.nginx,
+    pytest.mark.skipif(
+        NGINX is None, reason="Debian's nginx is not installed (`apt-get install nginx`)"
+    ),
+]
+
+
+def free_ports(n: int) -> int:
+    """A port p such that p..p+n-1 are all free right now."""
+    for _ in range(50):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            base = int(probe.getsockname()[1])
+        held = []
+        try:
+            for port in range(base, base + n):
+                sock = socket.socket()
+                held.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in held:
+                sock.close()
+    raise RuntimeError(f"no {n} consecutive free ports")
+
+
+async def spawn_workers(port: int) -> tuple[asyncio.subprocess.Process, dict[int, str]]:
+    """`simulmt serve --workers 2`: the processes' ports and instances, from their output."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "simulmt.cli", "serve", "--tiny", "--workers", "2",
+        "--port", str(port), "--threads", "1",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    instances: dict[int, str] = {}
+    async with asyncio.timeout(180):
+        while len(instances) < 2:
+            line = (await proc.stdout.readline()).decode()
+            if not line:
+                raise AssertionError(f"simulmt serve exited ({await proc.wait()}) before serving")
+            if match := SERVING.search(line):
+                instances[int(match.group(2))] = match.group(3)
+    return proc, instances
+
+
+def nginx_conf(tmp: Path, listen: int, backends: list[int]) -> Path:
+    """deploy/nginx.conf with this test's ports and private temp folders."""
+    text = CONF.read_text()
+    assert "127.0.0.1:8701" in text and "127.0.0.1:8702" in text and "listen 8080;" in text
+    text = text.replace("127.0.0.1:8701", f"127.0.0.1:{backends[0]}")
+    text = text.replace("127.0.0.1:8702", f"127.0.0.1:{backends[1]}")
+    text = text.replace("listen 8080;", f"listen 127.0.0.1:{listen};")
+    temps = "".join(
+        f"    {kind}_temp_path {tmp / kind};\n"
+        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
+    text = text.replace("http {\n", "http {\n" + temps + f"    access_log {tmp}/access.log;\n", 1)
+    (tmp / "logs").mkdir()
+    path = tmp / "nginx.conf"
+    path.write_text(text)
+    return path
+
+
+async def session_through(url: str, text: str) -> tuple[str, list[dict[str, object]], int | None]:
+    async with connect(url) as ws:
+        await ws.send(json.dumps({"type": "start", "protocol": PROTOCOL, "policy": "wait-k:k=2"}))
+        session = json.loads(await ws.recv())
+        await asyncio.sleep(0.5)  # hold the session open while the others connect
+        await ws.send(json.dumps({"type": "source", "text": text}))
+        await ws.send(json.dumps({"type": "end"}))
+        messages = [json.loads(m) async for m in ws]
+    return str(session["session_id"]), messages, ws.close_code
+
+
+async def test_sessions_spread_over_two_processes_behind_nginx(tmp_path: Path) -> None:
+    assert NGINX is not None
+    base = free_ports(2)
+    workers, instances = await spawn_workers(base)  # the documented recipe
+    assert sorted(instances) == [base, base + 1]
+    listen = free_ports(1)
+    conf = nginx_conf(tmp_path, listen, [base, base + 1])
+    nginx = await asyncio.create_subprocess_exec(
+        NGINX,
+        "-p",
+        str(tmp_path),
+        "-c",
+        str(conf),
+        "-g",
+        f"daemon off; pid {tmp_path / 'nginx.pid'}; error_log {tmp_path / 'error.log'};",
+    )
+    try:
+        async with asyncio.timeout(20):
+            while True:
+                try:
+                    await asyncio.open_connection("127.0.0.1", listen)
+                    break
+                except OSError:
+                    await asyncio.sleep(0.1)
+        with urllib.request.urlopen(f"http://127.0.0.1:{listen}/healthz", timeout=10) as r:
+            assert r.status == 200 and json.loads(r.read())["status"] == "ok"
+        texts = [
+            "ich habe heute einen Brief geschrieben .",
+            "das Wetter ist schön .",
+            "wir gehen nach Hause .",
+            "ich habe heute",
+        ]
+        results = await asyncio.gather(
+            *(session_through(f"ws://127.0.0.1:{listen}/ws", t) for t in texts)
+        )
+        served_by = {sid.split("-")[0] for sid, _, _ in results}
+        assert served_by == set(instances.values())  # sessions landed on both processes
+        for (_, messages, close), text in zip(results, texts, strict=True):
+            assert close == 1000
+            assert [m["source"] for m in messages if m["type"] == "final"] == [text]
+            assert [m["seq"] for m in messages] == list(range(2, len(messages) + 2))
+    finally:
+        nginx.send_signal(signal.SIGQUIT)
+        await asyncio.wait_for(nginx.wait(), timeout=10)
+        workers.send_signal(signal.SIGTERM)  # the supervisor passes it on to both
+        assert await asyncio.wait_for(workers.wait(), timeout=30) == 0
