@@ -34,7 +34,8 @@ def _grow(
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     if cache is None:
         return new
-    return [(torch.cat([a, c], 2), torch.cat([b, d], 2)) for (a, b), (c, d) in zip(cache, new)]
+    pairs = zip(cache, new, strict=True)
+    return [(torch.cat([a, c], 2), torch.cat([b, d], 2)) for (a, b), (c, d) in pairs]
 
 
 def incremental(model: SimulTransformer, src: torch.Tensor) -> tuple[list[list[int]], float]:
@@ -61,7 +62,7 @@ def incremental(model: SimulTransformer, src: torch.Tensor) -> tuple[list[list[i
             results = run_step(
                 model, [StepRequest(sources[s], beams[s], len(sources[s].ids)) for s in range(b)]
             )
-            for s, (beam, res) in enumerate(zip(beams, results)):
+            for s, (beam, res) in enumerate(zip(beams, results, strict=True)):
                 lp = res.log_probs[0].clone()
                 lp[NEVER + [EOS_ID]] = float("-inf")
                 tok = int(lp.argmax())
@@ -113,7 +114,8 @@ def main() -> None:
             ModelConfig(d_model=256, enc_layers=3, dec_layers=3, d_ff=1024)
         ).eval()
     print(
-        f"model: {model.num_parameters() / 1e6:.1f}M parameters, wait-{K}, greedy, {args.threads} thread(s)"
+        f"model: {model.num_parameters() / 1e6:.1f}M parameters, wait-{K}, greedy, "
+        f"{args.threads} thread(s)"
     )
     print("| streams | source tokens | incremental (s) | recompute (s) | speed-up |")
     print("|---:|---:|---:|---:|---:|")

@@ -1,6 +1,6 @@
 """Markdown tables for README/model card from `simulmt eval --json` output files.
 
-    python scripts/results_table.py docs/results-*.jsonl
+python scripts/results_table.py docs/results-*.jsonl
 """
 
 from __future__ import annotations
@@ -18,15 +18,20 @@ def main(paths: list[str]) -> None:
     print("| policy | beam | BLEU | chrF | AL | LAAL | DAL | AP | CA-AL (ms) | empty |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        print(f"| `{r['policy']}` | {r['beam']} | {fmt(r['bleu'])} | {fmt(r['chrf'])} | {fmt(r['al'])} | "
-              f"{fmt(r['laal'])} | {fmt(r['dal'])} | {fmt(r['ap'], 3)} | {fmt(r['ca_al'], 0)} | {r['empty']} |")
+        print(
+            f"| `{r['policy']}` | {r['beam']} | {fmt(r['bleu'])} | {fmt(r['chrf'])} | "
+            f"{fmt(r['al'])} | {fmt(r['laal'])} | {fmt(r['dal'])} | {fmt(r['ap'], 3)} | "
+            f"{fmt(r['ca_al'], 0)} | {r['empty']} |"
+        )
     groups = sorted({g for r in rows for g in r.get("groups", {})})
     if groups:
         print()
         print("| policy | beam | " + " | ".join(groups) + " |")
         print("|---|---:|" + "---:|" * len(groups))
         for r in rows:
-            cells = [fmt(r["groups"][g]["bleu"]) if g in r.get("groups", {}) else "–" for g in groups]
+            cells = [
+                fmt(r["groups"][g]["bleu"]) if g in r.get("groups", {}) else "–" for g in groups
+            ]
             print(f"| `{r['policy']}` | {r['beam']} | " + " | ".join(cells) + " |")
     print()
     print(f"BLEU signature: `{rows[0]['bleu_signature']}`" if rows else "no results")

@@ -255,7 +255,9 @@ class Worker:
                 markers, stream.held = stream.held, []
             self._post(
                 stream.deliver,
-                Delivery(updates, markers, turn.rejected, error=error, words_taken=turn.words_taken),
+                Delivery(
+                    updates, markers, turn.rejected, error=error, words_taken=turn.words_taken
+                ),
             )
 
     @staticmethod

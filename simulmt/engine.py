@@ -1,4 +1,4 @@
-"""The engine: one loaded model + tokenizer shared by every session (weights only, no stream state)."""
+"""The engine: one model + tokenizer shared by all sessions (weights only, no stream state)."""
 
 from __future__ import annotations
 
@@ -69,7 +69,8 @@ class Engine:
         )
         if tokenizer.vocab_size != model.cfg.vocab_size:
             raise CheckpointError(
-                f"{ckpt}: tokenizer has {tokenizer.vocab_size} pieces, model expects {model.cfg.vocab_size}"
+                f"{ckpt}: tokenizer has {tokenizer.vocab_size} pieces, "
+                f"model expects {model.cfg.vocab_size}"
             )
         meta = dict(data.get("meta", {}))
         info = ModelInfo(
@@ -119,7 +120,7 @@ class Engine:
             else:
                 source.cross_kv = [
                     (torch.cat([k0, k1], dim=2), torch.cat([v0, v1], dim=2))
-                    for (k0, v0), (k1, v1) in zip(source.cross_kv, cross)
+                    for (k0, v0), (k1, v1) in zip(source.cross_kv, cross, strict=True)
                 ]
             source.ids += new
         self.compute_ms += (time.perf_counter() - start) * 1000
@@ -226,4 +227,7 @@ def _tiny_model(seed: int, train_steps: int) -> SimulTransformer:
 
 
 def _cat_kv(old: list[KV], new: list[KV]) -> list[KV]:
-    return [(torch.cat([k0, k1], dim=2), torch.cat([v0, v1], dim=2)) for (k0, v0), (k1, v1) in zip(old, new, strict=True)]
+    return [
+        (torch.cat([k0, k1], dim=2), torch.cat([v0, v1], dim=2))
+        for (k0, v0), (k1, v1) in zip(old, new, strict=True)
+    ]

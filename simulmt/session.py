@@ -93,7 +93,8 @@ class Session:
             elif len(sent.words) >= self.limits.max_sentence_words:
                 sent.complete = True
                 self.warnings.append(
-                    f"sentence {sent.id} reached {self.limits.max_sentence_words} words and was cut there"
+                    f"sentence {sent.id} reached {self.limits.max_sentence_words} words "
+                    "and was cut there"
                 )
         if words:
             self._has_work = True
@@ -255,7 +256,7 @@ def advance(
         t = time.perf_counter()
         results = engine.step([req for _, req in pending])
         share = (time.perf_counter() - t) * 1000 / len(pending)
-        for (i, req), res in zip(pending, results):
+        for (i, req), res in zip(pending, results, strict=True):
             s = sessions[i]
             assert s.stream is not None
             s.stream.compute_ms += share

@@ -1,4 +1,4 @@
-"""Translate text as it streams in (`simulmt translate`): live captions in the terminal or JSON lines."""
+"""Translate text as it streams in (`simulmt translate`): live terminal captions or JSON lines."""
 
 from __future__ import annotations
 

@@ -40,6 +40,6 @@ def waitk_visible(ends: Sequence[int], k: int, tgt_len: int) -> torch.Tensor:
 
 
 def ends_sentence(word: str) -> bool:
-    """A word that closes a sentence: ends with final punctuation (quotes/brackets allowed after)."""
+    """A word that closes a sentence: final punctuation, perhaps followed by quotes/brackets."""
     stripped = word.rstrip("\"'»«”“’)]")
     return stripped.endswith(SENTENCE_END)

@@ -75,7 +75,7 @@ def test_incremental_decoder_equals_teacher_forced(src_len: int, tgt_len: int, s
                 if beam.self_kv is None
                 else [
                     (torch.cat([k0, k1], 2), torch.cat([v0, v1], 2))
-                    for (k0, v0), (k1, v1) in zip(beam.self_kv, res.self_kv)
+                    for (k0, v0), (k1, v1) in zip(beam.self_kv, res.self_kv, strict=True)
                 ]
             )
             beam.tokens = tgt[:, : t + 2] if t + 1 < tgt_len else beam.tokens
@@ -117,15 +117,15 @@ def test_batch_of_streams_equals_each_alone(shapes: list[tuple[int, int, int]], 
     streams = [_stream(seed + i, s, t, b) for i, (s, t, b) in enumerate(shapes)]
     requests = [
         StepRequest(src, beam, vis, lookahead=src_len)
-        for (src, beam, vis), (src_len, _, _) in zip(streams, shapes)
+        for (src, beam, vis), (src_len, _, _) in zip(streams, shapes, strict=True)
     ]
     together = run_step(MODEL, requests)
-    for req, res in zip(requests, together):
+    for req, res in zip(requests, together, strict=True):
         (alone,) = run_step(MODEL, [req])
         assert (alone.log_probs - res.log_probs).abs().max() <= 1e-5
         assert res.lookahead_log_probs is not None and alone.lookahead_log_probs is not None
         assert (alone.lookahead_log_probs - res.lookahead_log_probs).abs().max() <= 1e-5
-        for (ka, va), (kb, vb) in zip(alone.self_kv, res.self_kv):
+        for (ka, va), (kb, vb) in zip(alone.self_kv, res.self_kv, strict=True):
             assert (ka - kb).abs().max() <= 1e-5 and (va - vb).abs().max() <= 1e-5
 
 
@@ -145,8 +145,13 @@ def test_prefix_visibility_is_respected() -> None:
 
 
 @settings(max_examples=15, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 12), st.integers(1, 6)), min_size=2, max_size=5), st.integers(0, 999))
-def test_ragged_batched_encoding_equals_each_alone(shapes: list[tuple[int, int]], seed: int) -> None:
+@given(
+    st.lists(st.tuples(st.integers(0, 12), st.integers(1, 6)), min_size=2, max_size=5),
+    st.integers(0, 999),
+)
+def test_ragged_batched_encoding_equals_each_alone(
+    shapes: list[tuple[int, int]], seed: int
+) -> None:
     """Engine.encode_many over streams with different cache lengths = encoding each alone."""
     from simulmt.engine import Engine
 
@@ -165,12 +170,12 @@ def test_ragged_batched_encoding_equals_each_alone(shapes: list[tuple[int, int]]
         alone_sources.append(b)
         new_words.append(new)
     engine.encode_many(batch_sources, new_words)
-    for a, b, new in zip(batch_sources, alone_sources, new_words):
+    for a, b, new in zip(batch_sources, alone_sources, new_words, strict=True):
         engine.encode(b, new)
         assert a.ids == b.ids and a.ends == b.ends
         assert a.cross_kv is not None and b.cross_kv is not None
-        for (ka, va), (kb, vb) in zip(a.cross_kv, b.cross_kv):
+        for (ka, va), (kb, vb) in zip(a.cross_kv, b.cross_kv, strict=True):
             assert (ka - kb).abs().max() <= 1e-5 and (va - vb).abs().max() <= 1e-5
         assert a.enc_kv is not None and b.enc_kv is not None
-        for (ka, _), (kb, _) in zip(a.enc_kv, b.enc_kv):
+        for (ka, _), (kb, _) in zip(a.enc_kv, b.enc_kv, strict=True):
             assert (ka - kb).abs().max() <= 1e-5

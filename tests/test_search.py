@@ -22,17 +22,21 @@ def step_with(log_probs: list[list[float]]) -> StepResult:
     lp = torch.log_softmax(torch.tensor(log_probs), dim=-1)  # (Bm, V)
     n = lp.shape[0]
     kv = [(torch.zeros(n, 1, 1, 2), torch.zeros(n, 1, 1, 2))]
-    return StepResult(log_probs=lp, self_kv=kv, state=torch.zeros(n, 4), attention=None,
-                      lookahead_log_probs=None)
+    return StepResult(
+        log_probs=lp, self_kv=kv, state=torch.zeros(n, 4), attention=None, lookahead_log_probs=None
+    )
 
 
-@pytest.mark.parametrize(("scoring", "expected"), [
-    (Scoring.NONE, -6.0),
-    (Scoring.LENGTH_REWARD, -6.0 + 0.5 * 4),
-    (Scoring.BOUNDED_LENGTH_REWARD, -6.0 + 0.5 * min(4, 1.2 * 2)),
-    (Scoring.LENGTH_NORM, -6.0 / 4),
-    (Scoring.GNMT, -6.0 / ((5 + 4) ** 0.6 / 6**0.6)),
-])
+@pytest.mark.parametrize(
+    ("scoring", "expected"),
+    [
+        (Scoring.NONE, -6.0),
+        (Scoring.LENGTH_REWARD, -6.0 + 0.5 * 4),
+        (Scoring.BOUNDED_LENGTH_REWARD, -6.0 + 0.5 * min(4, 1.2 * 2)),
+        (Scoring.LENGTH_NORM, -6.0 / 4),
+        (Scoring.GNMT, -6.0 / ((5 + 4) ** 0.6 / 6**0.6)),
+    ],
+)
 def test_scoring_formulas(scoring: Scoring, expected: float) -> None:
     opts = SearchOptions(scoring=scoring, length_reward=0.5)
     assert score(opts, -6.0, 4, 2) == pytest.approx(expected)
@@ -45,7 +49,9 @@ def test_coverage_penalty() -> None:
 
 def test_histogram_pruning_keeps_beam_size() -> None:
     beam = BeamState.start()
-    expand(beam, step_with([[0.0] * V]), SearchOptions(beam=3), allow_eos=False, max_len=10, src_len=3)
+    expand(
+        beam, step_with([[0.0] * V]), SearchOptions(beam=3), allow_eos=False, max_len=10, src_len=3
+    )
     assert beam.size == 3
 
 
@@ -61,7 +67,14 @@ def test_relative_threshold_prunes_unlikely_candidates() -> None:
 def test_absolute_threshold() -> None:
     logits = [[0.0, 0.0, 0.0, 0.0, 5.0, 4.0, 3.0, 0.0, 0.0, 0.0]]
     beam = BeamState.start()
-    expand(beam, step_with(logits), SearchOptions(beam=5, abs_threshold=1.5), allow_eos=False, max_len=10, src_len=3)
+    expand(
+        beam,
+        step_with(logits),
+        SearchOptions(beam=5, abs_threshold=1.5),
+        allow_eos=False,
+        max_len=10,
+        src_len=3,
+    )
     assert beam.tokens[:, 1].tolist() == [4, 5]
 
 
@@ -82,10 +95,15 @@ def test_max_length_forces_the_end() -> None:
     assert beam.size == 0 and [h.tokens for h in beam.complete] == [(5, 6)]
 
 
-@pytest.mark.parametrize(("stopping", "n_done", "expected"), [
-    (Stopping.N_COMPLETE, 1, False), (Stopping.N_COMPLETE, 2, True),
-    (Stopping.TOP_COMPLETE, 1, True), (Stopping.EARLY, 1, True),
-])
+@pytest.mark.parametrize(
+    ("stopping", "n_done", "expected"),
+    [
+        (Stopping.N_COMPLETE, 1, False),
+        (Stopping.N_COMPLETE, 2, True),
+        (Stopping.TOP_COMPLETE, 1, True),
+        (Stopping.EARLY, 1, True),
+    ],
+)
 def test_stopping_rules(stopping: Stopping, n_done: int, expected: bool) -> None:
     opts = SearchOptions(beam=2, stopping=stopping, scoring=Scoring.NONE)
     beam = BeamState.start([5])

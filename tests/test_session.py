@@ -113,12 +113,12 @@ def test_full_beam1_equals_offline_greedy(text: str) -> None:
 def test_batched_advance_equals_each_alone() -> None:
     specs = ["wait-k:k=2", "full", "local-agreement", "wait-if-diff"]
     alone = []
-    for spec, text in zip(specs, SENTENCES):
+    for spec, text in zip(specs, SENTENCES[: len(specs)], strict=True):
         s = Session(ENGINE, policy=spec)
         s.feed(text)
         alone.append([u.text for u in s.finish() if u.final])
     sessions = [Session(ENGINE, policy=spec) for spec in specs]
-    for s, text in zip(sessions, SENTENCES):
+    for s, text in zip(sessions, SENTENCES[: len(specs)], strict=True):
         s.feed(text)
         s.end_source()
     together = advance(ENGINE, sessions)

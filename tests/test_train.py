@@ -115,7 +115,7 @@ def test_resume_continues_exactly(data_dir: Path, tmp_path: Path) -> None:
     assert resumed.progress.step == 5
     resumed.run()
     for (name, a), (_, b) in zip(
-        straight.model.state_dict().items(), resumed.model.state_dict().items()
+        straight.model.state_dict().items(), resumed.model.state_dict().items(), strict=True
     ):
         assert torch.equal(a, b), name
 
@@ -211,8 +211,11 @@ def test_sigterm_saves_and_stops(data_dir: Path, tmp_path: Path) -> None:
     import signal
     import threading
 
-    trainer = Trainer(tiny_config(data_dir, tmp_path / "run", max_steps=100_000, save_every=10_000,
-                                  eval_every=10_000))
+    trainer = Trainer(
+        tiny_config(
+            data_dir, tmp_path / "run", max_steps=100_000, save_every=10_000, eval_every=10_000
+        )
+    )
     threading.Timer(2.0, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()
     progress = trainer.run()
     assert 0 < progress.step < 100_000

@@ -17,10 +17,15 @@ from simulmt.model.checkpoint import save_checkpoint
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     engine = Engine.tiny(0)
     out = tmp_path_factory.mktemp("model")
-    save_checkpoint(out / "model.pt", {
-        "model_config": engine.model.cfg.to_dict(), "model": engine.model.state_dict(),
-        "tokenizer": engine.tokenizer.to_bytes(), "meta": {"name": "tiny", "src": "de", "tgt": "en"},
-    })
+    save_checkpoint(
+        out / "model.pt",
+        {
+            "model_config": engine.model.cfg.to_dict(),
+            "model": engine.model.state_dict(),
+            "tokenizer": engine.tokenizer.to_bytes(),
+            "meta": {"name": "tiny", "src": "de", "tgt": "en"},
+        },
+    )
     return out
 
 
@@ -30,20 +35,38 @@ def translate(model_dir: Path, stdin: str, *args: str) -> subprocess.CompletedPr
 
 
 def test_jsonl_updates_and_finals(model_dir: Path) -> None:
-    proc = translate(model_dir, "Ich habe heute ein Buch gelesen .\nWo ist der Bahnhof ?\n",
-                     "--policy", "wait-k:k=2", "--jsonl")
+    proc = translate(
+        model_dir,
+        "Ich habe heute ein Buch gelesen .\nWo ist der Bahnhof ?\n",
+        "--policy",
+        "wait-k:k=2",
+        "--jsonl",
+    )
     assert proc.returncode == 0, proc.stderr
     records = [json.loads(line) for line in proc.stdout.splitlines()]
     finals = [r for r in records if r["final"]]
-    assert [f["source"] for f in finals] == ["Ich habe heute ein Buch gelesen .", "Wo ist der Bahnhof ?"]
+    assert [f["source"] for f in finals] == [
+        "Ich habe heute ein Buch gelesen .",
+        "Wo ist der Bahnhof ?",
+    ]
     for f in finals:
-        deltas = "".join(r["committed_delta"] for r in records if r["sentence_id"] == f["sentence_id"])
+        deltas = "".join(
+            r["committed_delta"] for r in records if r["sentence_id"] == f["sentence_id"]
+        )
         assert f["text"] == deltas.strip()
-    assert all(set(r) >= {"committed_delta", "tentative", "delays", "emitted_ms", "final"} for r in records)
+    assert all(
+        set(r) >= {"committed_delta", "tentative", "delays", "emitted_ms", "final"} for r in records
+    )
 
 
 def test_third_party_policy_through_the_cli(model_dir: Path) -> None:
-    proc = translate(model_dir, "Ich habe heute ein Buch gelesen .\n", "--policy", "wait-k-stride:k=2,s=2", "--jsonl")
+    proc = translate(
+        model_dir,
+        "Ich habe heute ein Buch gelesen .\n",
+        "--policy",
+        "wait-k-stride:k=2,s=2",
+        "--jsonl",
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.splitlines()[-1])["final"]
 

@@ -86,7 +86,11 @@ class SimulTransformer(nn.Module):
         return self.enc_ln(x), new_past
 
     def encode_ragged(
-        self, src: torch.Tensor, lengths: torch.Tensor, past: list[KV] | None, past_lengths: torch.Tensor
+        self,
+        src: torch.Tensor,
+        lengths: torch.Tensor,
+        past: list[KV] | None,
+        past_lengths: torch.Tensor,
     ) -> tuple[torch.Tensor, list[KV]]:
         """Encode new tokens of B streams at once, each with its own cache length.
 

@@ -66,7 +66,7 @@ def expand(
         floor = max(floor, float(top_s[0]) + math.log(opts.rel_threshold))
     parents: list[int] = []
     tokens: list[int] = []
-    for s, i in zip(top_s.tolist(), top_i.tolist()):
+    for s, i in zip(top_s.tolist(), top_i.tolist(), strict=True):
         if s == float("-inf") or s < floor or len(parents) == opts.beam:
             break
         parent, tok = divmod(i, vocab)

@@ -60,7 +60,7 @@ def greedy_decode(
             if past is None
             else [
                 (torch.cat([p[0], n[0]], 2), torch.cat([p[1], n[1]], 2))
-                for p, n in zip(past, step.self_kv)
+                for p, n in zip(past, step.self_kv, strict=True)
             ]
         )
         lp = step.log_probs.clone()  # (B, V)

@@ -185,8 +185,11 @@ class OnlineSearch:
         assert beam is not None
         n = len(st.source.ids)
         # committed words are whole: what follows them must start a new word
-        forbid = self._continuations_mask if beam.length == len(st.committed) and st.committed else None
-        expand(beam, res, self.opts, allow_eos=True, max_len=self.max_len(st), src_len=n, forbid=forbid)
+        at_boundary = beam.length == len(st.committed) and bool(st.committed)
+        forbid = self._continuations_mask if at_boundary else None
+        expand(
+            beam, res, self.opts, allow_eos=True, max_len=self.max_len(st), src_len=n, forbid=forbid
+        )
         if not finished(beam, self.opts, n):
             return
         hyp = best_hypothesis(beam, self.opts, n).tokens

@@ -23,7 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="override any config field, e.g. --set lr=5e-4 --set model.d_model=512 --set wait_k=1,3,0",
+        help="override any config field, e.g. --set lr=5e-4 --set model.d_model=512 "
+        "--set wait_k=1,3,0",
     )
     parser.add_argument(
         "--resume", action="store_true", help="continue from OUT/last.pt if present"
@@ -55,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
     progress = Trainer(cfg, resume=args.resume).run()
     print(
-        f"stopped at step {progress.step}, best dev BLEU {progress.best_bleu:.2f}; checkpoints in {cfg.out}"
+        f"stopped at step {progress.step}, best dev BLEU {progress.best_bleu:.2f}; "
+        f"checkpoints in {cfg.out}"
     )
     return 0
