@@ -194,6 +194,15 @@ def _tiny_pairs() -> list[tuple[str, str]]:
 
 @functools.lru_cache(maxsize=4)
 def _tiny_model(seed: int, train_steps: int) -> SimulTransformer:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the same weights whatever the caller's thread setting
+    try:
+        return _train_tiny(seed, train_steps)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train_tiny(seed: int, train_steps: int) -> SimulTransformer:
     from simulmt.train.batches import collate, make_examples
 
     tok = _tiny_tokenizer()
