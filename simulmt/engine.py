@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 import tempfile
@@ -94,7 +95,7 @@ class Engine:
         itself trained for `train_steps` multi-path wait-k steps on it (so it writes words and
         ends sentences); deterministic for a seed. For tests and development only."""
         tokenizer = _tiny_tokenizer()
-        model = _tiny_model(seed, train_steps)
+        model = copy.deepcopy(_tiny_model(seed, train_steps))  # callers may change their copy
         return cls(model, tokenizer, ModelInfo(f"tiny-{seed}", "de", "en", model.num_parameters()))
 
     # ---- model work (called from one thread at a time) -------------------------------

