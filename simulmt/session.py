@@ -22,6 +22,7 @@ from simulmt.policies.base import Policy
 from simulmt.policies.registry import load_policy
 from simulmt.search.online import OnlineSearch, SourceView
 from simulmt.search.options import SearchOptions
+from simulmt.search.step import StepRequest
 from simulmt.updates import Update
 from simulmt.words import ends_sentence
 
@@ -278,7 +279,7 @@ def _encode_arrivals(engine: Engine, sessions: Sequence[Session]) -> None:
         s.encoded = len(s.sentences[0].words)
 
 
-def _plan(s: Session, out: list[Update]):  # type: ignore[no-untyped-def]
+def _plan(s: Session, out: list[Update]) -> StepRequest | None:
     while True:
         s._prepare(out)
         if s.stream is None:
