@@ -179,22 +179,28 @@ class Session:
             )
 
     def _emit(self, out: list[Update]) -> None:
-        """Append an Update if the visible output changed (committed words or tentative tail)."""
+        """Append an Update if the visible output changed (committed words or tentative tail).
+        Only what changed is detokenized: committed words once, the tail when it moved."""
         st = self.stream
         assert st is not None
+        if st.shown_final:
+            return
         sent = self.sentences[0]
         tok = self.engine.tokenizer
-        groups = _word_groups(st.committed, tok.is_word_start)
-        whole = [g for g in groups if g[1] <= st.complete_tokens]
-        text_words = [w for a, b in whole for w in tok.decode(st.committed[a:b]).split()]
-        new_words = text_words[st.shown_words :]
-        tail_start = whole[-1][1] if whole else 0
-        tail_ids = st.committed[tail_start:] + st.beam.best()[len(st.committed) :]
-        tentative = "" if st.done else tok.decode(tail_ids)
-        if tentative and whole:
-            tentative = " " + tentative
-        if st.shown_final or (not new_words and tentative == st.shown_tentative and not st.done):
+        if st.complete_tokens > st.decoded_tokens:
+            st.words += tok.decode(st.committed[st.decoded_tokens : st.complete_tokens]).split()
+            st.decoded_tokens = st.complete_tokens
+        new_words = st.words[st.shown_words :]
+        tail_ids = tuple(st.committed[st.decoded_tokens :] + st.beam.best()[len(st.committed) :])
+        if not new_words and not st.done and tail_ids == st.shown_tail:
             return
+        st.shown_tail = tail_ids
+        tentative = "" if st.done else tok.decode(list(tail_ids))
+        if tentative and st.words:
+            tentative = " " + tentative
+        if not new_words and tentative == st.shown_tentative and not st.done:
+            return
+        text_words = st.words
         now = self.clock()
         prefix = " " if st.shown_words and new_words else ""
         st.shown_words += len(new_words)
@@ -217,19 +223,6 @@ class Session:
                 src_read=st.words_read,
             )
         )
-
-
-def _word_groups(ids: Sequence[int], is_word_start: Callable[[int], bool]) -> list[tuple[int, int]]:
-    """(start, end) token spans of the words in ids."""
-    spans: list[tuple[int, int]] = []
-    start = 0
-    for i in range(1, len(ids)):
-        if is_word_start(ids[i]):
-            spans.append((start, i))
-            start = i
-    if ids:
-        spans.append((start, len(ids)))
-    return spans
 
 
 def advance(

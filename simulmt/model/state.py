@@ -113,6 +113,9 @@ class StreamState:
     complete_tokens: int = 0  # leading committed tokens known to form whole words
     shown_words: int = 0  # committed whole words already emitted in updates
     shown_tentative: str = ""
+    shown_tail: tuple[int, ...] | None = None  # tentative token ids last shown
+    words: list[str] = field(default_factory=list)  # committed whole words, detokenized
+    decoded_tokens: int = 0  # committed tokens already detokenized into `words`
     shown_final: bool = False
     history: list[tuple[int, ...]] = field(default_factory=list)  # re-translation hypotheses
     redecode: BeamState | None = None  # re-translation: the beam re-decoding the prefix
