@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # How the bundled model and README's results were produced from a training run:
 #   scripts/release-model.sh RUN_DIR [CORPUS_DIR]
-# 1. export (average of the last 5 checkpoints, fp16) into simulmt/models/de-en
+# 1. export (average of the last $AVERAGE (2) checkpoints, fp16) into simulmt/models/de-en
 # 2. train the learned read/write policy on it
 # 3. evaluate every policy on every 5th sentence of the held-out test split (all sources),
 #    with per-source scores; plot the BLEU–AL curves
@@ -11,7 +11,7 @@ CORPUS=${2:-cache/corpus}
 BIN=${BIN:-.venv/bin}
 M=simulmt/models/de-en
 mkdir -p cache results docs
-$BIN/simulmt export --run "$RUN" --out $M --average 5 --name simulmt-de-en-small
+$BIN/simulmt export --run "$RUN" --out $M --average "${AVERAGE:-2}" --name simulmt-de-en-small
 for f in de en source; do awk 'NR % 5 == 1' "$CORPUS/test.$f" > cache/test-1in5.$f; done
 EVAL=($BIN/simulmt eval --model $M --source cache/test-1in5.de --reference cache/test-1in5.en
       --groups cache/test-1in5.source --threads 1 --no-progress --json --output results)
