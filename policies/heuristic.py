@@ -11,6 +11,7 @@ fewer than `k_min` source words have been read. Signals come from the search in
 
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -70,14 +71,10 @@ def _before_model(obs: Observation, k_min: int) -> Action | None:
 
 
 @dataclass(frozen=True)
-class WaitIfDiff(BasePolicy):
-    """READ while one more source word would change the best next token (Cho & Esipova 2016).
+class _LookaheadPolicy(BasePolicy, abc.ABC):
+    """Shared rule of Cho & Esipova's policies: compare the next-token distribution on x≤j
+    with the one on x≤j+1. Without a lookahead (word j+1 not yet received) they READ."""
 
-    WRITE iff argmax p(y | y<i, x≤j) == argmax p(y | y<i, x≤j+1). Without a lookahead
-    (word j+1 not yet received) it READs, i.e. waits for the next word.
-    """
-
-    name: ClassVar[str] = "wait-if-diff"
     needs: ClassVar[frozenset[Signal]] = frozenset({Signal.DISTRIBUTION, Signal.LOOKAHEAD})
 
     k_min: int = field(default=1, metadata={"help": K_MIN_HELP})  # Cho & Esipova's s0
@@ -92,12 +89,29 @@ class WaitIfDiff(BasePolicy):
         pair = _with_lookahead(obs, self.name)
         if pair is None:
             return Action.READ
-        now, ahead = pair
-        return Action.WRITE if int(now.argmax()) == int(ahead.argmax()) else Action.READ
+        return Action.WRITE if self.write(*pair) else Action.READ
+
+    @abc.abstractmethod
+    def write(self, now: torch.Tensor, ahead: torch.Tensor) -> bool:
+        """now, ahead: (V,) log-probs on x≤j and x≤j+1; True to WRITE."""
 
 
 @dataclass(frozen=True)
-class WaitIfWorse(BasePolicy):
+class WaitIfDiff(_LookaheadPolicy):
+    """READ while one more source word would change the best next token (Cho & Esipova 2016).
+
+    WRITE iff argmax p(y | y<i, x≤j) == argmax p(y | y<i, x≤j+1). Without a lookahead
+    (word j+1 not yet received) it READs, i.e. waits for the next word.
+    """
+
+    name: ClassVar[str] = "wait-if-diff"
+
+    def write(self, now: torch.Tensor, ahead: torch.Tensor) -> bool:
+        return int(now.argmax()) == int(ahead.argmax())
+
+
+@dataclass(frozen=True)
+class WaitIfWorse(_LookaheadPolicy):
     """READ while one more source word would make the current best token likelier.
 
     Cho & Esipova 2016: with y* = argmax p(y | y<i, x≤j), READ iff
@@ -106,23 +120,10 @@ class WaitIfWorse(BasePolicy):
     """
 
     name: ClassVar[str] = "wait-if-worse"
-    needs: ClassVar[frozenset[Signal]] = frozenset({Signal.DISTRIBUTION, Signal.LOOKAHEAD})
 
-    k_min: int = field(default=1, metadata={"help": K_MIN_HELP})  # Cho & Esipova's s0
-
-    def validate(self) -> None:
-        _check_k_min(self.k_min)
-
-    def decide(self, obs: Observation) -> Action:
-        early = _before_model(obs, self.k_min)
-        if early is not None:
-            return early
-        pair = _with_lookahead(obs, self.name)
-        if pair is None:
-            return Action.READ
-        now, ahead = pair
+    def write(self, now: torch.Tensor, ahead: torch.Tensor) -> bool:
         best = int(now.argmax())
-        return Action.READ if float(ahead[best]) > float(now[best]) else Action.WRITE
+        return not float(ahead[best]) > float(now[best])
 
 
 @dataclass(frozen=True)
