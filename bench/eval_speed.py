@@ -1,7 +1,7 @@
 """Wall time of `simulmt eval` vs SimulEval 1.1.4 driving our adapter, on the same set and policy.
 
     .venv/bin/python bench/eval_speed.py --source test.de --reference test.en \\
-        --policy wait-k:k=3 --limit 200 [--model DIR | --tiny] [--batch-size 32] [--threads 1]
+        --policy wait-k:k=3 --limit 200 [--model DIR | --tiny] [--batch-size 64] [--threads 1]
 
 Both run end to end as subprocesses (model loading included); the report gives the speed
 ratio and whether the two agree: per-sentence outputs and delays, BLEU, AL, LAAL, AP, DAL.
@@ -60,8 +60,9 @@ def main() -> int:
     p.add_argument("--limit", type=int, default=100, help="first N sentences")
     p.add_argument("--model", type=Path, default=None, help="model folder (default: bundled)")
     p.add_argument("--tiny", action="store_true", help="use a random tiny model (smoke test)")
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--threads", type=int, default=1, help="torch threads in both runs")
+    p.add_argument("--dtype", default="float32", help="inference precision in both runs")
     args = p.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="eval_speed_"))
@@ -89,6 +90,8 @@ def main() -> int:
         str(args.batch_size),
         "--threads",
         str(args.threads),
+        "--dtype",
+        args.dtype,
         *model_args,
     ]
     se_cmd = [
@@ -111,6 +114,8 @@ def main() -> int:
         "AP",
         "DAL",
         "--no-progress-bar",
+        "--dtype",
+        args.dtype,
         *model_args,
     ]
     t_ours, ours = timed(ours_cmd)
@@ -126,7 +131,7 @@ def main() -> int:
         (x.prediction, x.delays) == (y.prediction, y.delays) for x, y in zip(a, b, strict=True)
     )
     print(f"sentences: {len(a)}  policy: {args.policy}  batch: {args.batch_size}", end="")
-    print(f"  threads: {args.threads}")
+    print(f"  threads: {args.threads}  dtype: {args.dtype}")
     print(f"simulmt eval : {t_ours:8.1f} s wall (simulation alone {mine['wall_s']:.1f} s)")
     print(f"simuleval    : {t_se:8.1f} s wall")
     print(f"speed ratio  : {t_se / t_ours:8.1f}x")

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from simulmt.model.config import ModelConfig
+from simulmt.model.layers import stack_kv
 from simulmt.model.state import BeamState, SourceState
 from simulmt.model.transformer import SimulTransformer
 from simulmt.search.offline import BOS_ID, EOS_ID, NEVER
@@ -28,14 +29,9 @@ from simulmt.search.step import StepRequest, run_step
 K = 3
 
 
-def _grow(
-    cache: list[tuple[torch.Tensor, torch.Tensor]] | None,
-    new: list[tuple[torch.Tensor, torch.Tensor]],
-) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    if cache is None:
-        return new
-    pairs = zip(cache, new, strict=True)
-    return [(torch.cat([a, c], 2), torch.cat([b, d], 2)) for (a, b), (c, d) in pairs]
+def _grow(cache: torch.Tensor | None, new: torch.Tensor) -> torch.Tensor:
+    """Append positions to a (2L, B, H, T, dh) cache block (the engine's layout)."""
+    return new if cache is None else torch.cat([cache, new], dim=3)
 
 
 def incremental(model: SimulTransformer, src: torch.Tensor) -> tuple[list[list[int]], float]:
@@ -52,11 +48,9 @@ def incremental(model: SimulTransformer, src: torch.Tensor) -> tuple[list[list[i
             while len(sources[0].ids) < min(n, K + i - 1):  # READ one token in every stream
                 j = len(sources[0].ids)
                 mem, enc_kv = model.encode(src[:, j : j + 1], past=enc_kv, start=j)  # (B, 1, D)
-                new = model.cross_kv(mem)  # per layer (B, H, 1, dh)
+                new = stack_kv(model.cross_kv(mem))  # (2L, B, H, 1, dh)
                 for s, source in enumerate(sources):
-                    source.cross_kv = _grow(
-                        source.cross_kv, [(k[s : s + 1], v[s : s + 1]) for k, v in new]
-                    )
+                    source.cross_kv = _grow(source.cross_kv, new[:, s : s + 1])
                     source.ids.append(int(src[s, j]))
                     source.ends.append(j + 1)
             results = run_step(

@@ -68,13 +68,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=EmptyHypothesis.FULL_LATENCY.value,
         help="latency of empty hypotheses: full-latency (default: |X|) or skip (SimulEval)",
     )
-    a("--batch-size", type=int, default=32, help="sentences simulated together (default 32)")
+    a("--batch-size", type=int, default=64, help="sentences in flight together (default 64)")
     a("--limit", type=int, default=None, help="only the first N sentences")
     a(
         "--threads",
         type=int,
         default=None,
         help="torch CPU threads (default: torch's choice; 1 avoids contention on a busy machine)",
+    )
+    a(
+        "--dtype",
+        choices=["float32", "bfloat16"],
+        default="float32",
+        help="inference precision (bfloat16: faster batched steps on AMX/AVX512-BF16 CPUs)",
     )
     a("--no-progress", action="store_true", help="no progress bar")
     a(
@@ -187,7 +193,7 @@ def _evaluate_all(
         import torch
 
         torch.set_num_threads(args.threads)
-    engine = Engine.load(args.model)
+    engine = Engine.load(args.model, dtype=args.dtype)
     results = []
     for spec in specs:
         with tqdm(total=len(sources), desc=spec, unit="sent", disable=args.no_progress) as bar:

@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class RunConfig:
     beam: int = 1  # greedy, the usual simultaneous setting; >1 runs the online beam search
-    batch_size: int = 32  # lines advanced together; bigger batches amortize per-step overhead
+    batch_size: int = 64  # lines in flight together; bigger batches amortize per-step overhead
 
     def __post_init__(self) -> None:
         if self.beam < 1:
@@ -133,31 +133,51 @@ def _per_word(line: int, update: Update, n_words: int) -> tuple[tuple[int, ...],
     )
 
 
-def _run_batch(
-    engine: Engine, policy: str, tracks: list[_Track], config: RunConfig
+def _run_pool(
+    engine: Engine,
+    policy: str,
+    tracks: Sequence[_Track],
+    config: RunConfig,
+    progress: Callable[[int], None] | None,
 ) -> list[SentenceStats]:
-    sessions = [Session(engine, policy=policy, beam=config.beam) for _ in tracks]
-    active = list(range(len(tracks)))
-    while active:
-        for i in active:  # every active session waits for input: give it the next word
-            tracks[i].feed_next(sessions[i])
-        updates = advance(engine, [sessions[i] for i in active])
-        for i, ups in zip(active, updates, strict=True):
-            for u in ups:
-                tracks[i].absorb(u)
-            stream = sessions[i].stream
-            if stream is not None:
-                tracks[i].compute_now = max(tracks[i].compute_now, stream.compute_ms)
+    """Continuous, iteration-level batching: up to `batch_size` lines are in flight; each
+    model step serves every session that has work, a session that waits for input gets its
+    next word at once (it never waits for slower neighbours), and a finished line's slot is
+    refilled with the next line. Each session still sees exactly the live-stream order: one
+    word, then model work until it waits, then the next word."""
+    todo = iter(tracks)
+    active: list[tuple[_Track, Session]] = []
+    done: list[SentenceStats] = []
+    while True:
+        while len(active) < config.batch_size:
+            track = next(todo, None)
+            if track is None:
+                break
+            active.append((track, Session(engine, policy=policy, beam=config.beam)))
+        if not active:
+            return sorted(done, key=lambda st: st.index)
+        for track, session in active:
+            if not session.has_work and track.fed < len(track.words):
+                track.feed_next(session)
+        updates = advance(engine, [session for _, session in active], max_steps=1)
         still = []
-        for i in active:
-            if tracks[i].fed < len(tracks[i].words):
-                still.append(i)
-            elif not sessions[i].idle:
+        for (track, session), ups in zip(active, updates, strict=True):
+            for u in ups:
+                track.absorb(u)
+            stream = session.stream
+            if stream is not None:
+                track.compute_now = max(track.compute_now, stream.compute_ms)
+            if session.has_work or track.fed < len(track.words):
+                still.append((track, session))
+            elif not session.idle:
                 raise RuntimeError(
-                    f"line {tracks[i].index}: the session stalled after its source was complete"
+                    f"line {track.index}: the session stalled after its source was complete"
                 )
+            else:
+                done.append(track.stats())
+                if progress is not None:
+                    progress(1)
         active = still
-    return [t.stats() for t in tracks]
 
 
 def simulate(
@@ -178,16 +198,11 @@ def simulate(
             raise ValueError(f"source line {i + 1} is empty: every sentence needs >= 1 word")
     retranslation = load_policy(policy).mode is CommitMode.RETRANSLATION
     start, compute_before = time.perf_counter(), engine.compute_ms
-    stats: list[SentenceStats] = []
-    for lo in range(0, len(sources), config.batch_size):
-        hi = min(lo + config.batch_size, len(sources))
-        tracks = [
-            _Track(i, sources[i].split(), references[i].strip(), retranslation)
-            for i in range(lo, hi)
-        ]
-        stats += _run_batch(engine, policy, tracks, config)
-        if progress is not None:
-            progress(hi - lo)
+    tracks = [
+        _Track(i, src.split(), ref.strip(), retranslation)
+        for i, (src, ref) in enumerate(zip(sources, references, strict=True))
+    ]
+    stats = _run_pool(engine, policy, tracks, config, progress)
     wall = time.perf_counter() - start
     log.debug("%s: %d sentences in %.1f s", policy, len(stats), wall)
     return Simulation(stats, wall, engine.compute_ms - compute_before)

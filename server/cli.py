@@ -80,6 +80,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="torch threads per process (default: cores / workers)",
     )
+    parser.add_argument(
+        "--dtype",
+        choices=["float32", "bfloat16"],
+        default="float32",
+        help="inference precision (bfloat16: faster batched steps on AMX/AVX512-BF16 CPUs)",
+    )
 
 
 def config_from_args(args: argparse.Namespace, *, port: int | None = None) -> ServerConfig:
@@ -113,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
     if args.tiny:
         load, name = functools.partial(Engine.tiny, 0), "tiny-0"
     else:
-        load, name = functools.partial(Engine.load, args.model), str(args.model or "default")
+        load = functools.partial(Engine.load, args.model, dtype=args.dtype)
+        name = str(args.model or "default")
     return asyncio.run(_serve(config, load, name))
 
 
@@ -189,6 +196,8 @@ def _child_args(args: argparse.Namespace, *, port: int, threads: int) -> list[st
         str(args.idle_timeout),
         "--threads",
         str(threads),
+        "--dtype",
+        args.dtype,
     ]
     if args.tiny:
         out.append("--tiny")

@@ -7,6 +7,8 @@ import importlib
 import logging
 import sys
 
+from simulmt.runtime import tune_allocator
+
 # command name -> module with `add_arguments(parser)` and `run(args) -> int`
 COMMANDS: dict[str, str] = {
     "data": "simulmt.data.cli",
@@ -36,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    tune_allocator()
     return int(args._module.run(args))
 
 

@@ -260,6 +260,9 @@ def advance(
 
 def _encode_arrivals(engine: Engine, sessions: Sequence[Session]) -> None:
     """Encode the newly arrived words of every session in one batched encoder pass."""
+    for s in sessions:  # a sentence that has not started yet joins the batch too
+        if s.stream is None and s.sentences:
+            s.stream, s.encoded = StreamState(), 0
     todo = [s for s in sessions if s.stream is not None and s.encoded < len(s.sentences[0].words)]
     if len(todo) < 2:
         return  # `_prepare` encodes a lone stream directly

@@ -118,6 +118,39 @@ def test_batching_does_not_change_results(engine: Engine) -> None:
     ]
 
 
+LINES = [
+    "Ich habe heute ein Buch gelesen",
+    "Der Hund läuft schnell über die Straße",
+    "Wir sehen uns morgen",
+    "Das Haus ist groß und alt",
+    "Sie trinkt Kaffee",
+]
+
+
+@pytest.mark.parametrize("policy", ["wait-k:k=2", "confidence:threshold=0.3", "full"])
+def test_continuous_batching_equals_one_line_at_a_time(policy: str) -> None:
+    """With a real (tiny, trained) model: 5 lines through 2 slots — lines of different lengths
+    finish at different times and their slots are refilled — give each line exactly what it
+    gets alone."""
+    engine = Engine.tiny(seed=0)
+    refs = ["x"] * len(LINES)
+    alone = simulate(engine, policy, LINES, refs, config=SERIAL).stats
+    pooled = simulate(engine, policy, LINES, refs, config=RunConfig(batch_size=2)).stats
+    assert [s.index for s in pooled] == list(range(len(LINES)))
+    assert any(s.prediction for s in alone)
+    assert [(s.prediction, s.delays) for s in pooled] == [(s.prediction, s.delays) for s in alone]
+
+
+def test_bfloat16_engine_runs_in_bfloat16(files: Path) -> None:
+    engine = Engine.load(files / "model", dtype="bfloat16")
+    assert engine.model.dtype is torch.bfloat16
+    sim = simulate(engine, "wait-k:k=2", SOURCES, REFERENCES, config=RunConfig(batch_size=3))
+    fp32 = simulate(Engine.load(files / "model"), "wait-k:k=2", SOURCES, REFERENCES)
+    assert [s.prediction for s in sim.stats] == [s.prediction for s in fp32.stats]
+    with pytest.raises(ValueError, match="unknown dtype 'int4': accepted are float32, bfloat16"):
+        Engine.load(files / "model", dtype="int4")
+
+
 def test_retranslation_records_displays(engine: Engine) -> None:
     sim = simulate(engine, "local-agreement", SOURCES[:1], REFERENCES[:1], config=SERIAL)
     (s,) = sim.stats

@@ -25,6 +25,7 @@ from simulmt.policies.oracle import (
 )
 
 from simulmt.engine import Engine, _tiny_pairs
+from simulmt.model.layers import unstack_kv
 from simulmt.search.offline import BOS_ID, EOS_ID
 from simulmt.session import Session
 
@@ -172,18 +173,17 @@ def test_oracle_features_match_incremental_decoding() -> None:
         past = None
         for row, (j, i, write) in zip(rows.tolist(), data.path(k), strict=True):
             valid = (torch.arange(len(pair.src)) < pair.ends[j - 1]).unsqueeze(0)  # (1, S)
-            cached = 0 if past is None else past[0][0].shape[2]
+            cached = 0 if past is None else past.shape[3]
             past_valid = None if past is None else torch.ones(1, cached, dtype=torch.bool)
             with torch.no_grad():
-                out = model.decode_step(torch.tensor([tokens[i]]), torch.tensor([i]), past,
+                out = model.decode_step(torch.tensor([tokens[i]]), torch.tensor([i]),
+                                        None if past is None else unstack_kv(past),
                                         past_valid, cross, valid)
             feats = policy_features(out.state, out.log_probs, torch.tensor([j]),
                                     torch.tensor([i]), torch.tensor([0.0]))
             torch.testing.assert_close(feats[0], data.features[row], atol=2e-4, rtol=1e-4)
             if write:
-                past = out.self_kv if past is None else [
-                    (torch.cat([pk, nk], dim=2), torch.cat([pv, nv], dim=2))
-                    for (pk, pv), (nk, nv) in zip(past, out.self_kv, strict=True)]
+                past = out.self_kv if past is None else torch.cat([past, out.self_kv], dim=3)
 
 
 # ---- training ------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulmt.model.config import ModelConfig
+from simulmt.model.layers import stack_kv, unstack_kv
 from simulmt.model.state import BeamState, SourceState
 from simulmt.model.transformer import SimulTransformer
 from simulmt.search.step import StepRequest, run_step
@@ -62,8 +63,8 @@ def test_incremental_decoder_equals_teacher_forced(src_len: int, tgt_len: int, s
         source = SourceState(
             ids=src[0].tolist(),
             ends=list(range(1, src_len + 1)),
-            enc_kv=enc_kv,
-            cross_kv=MODEL.cross_kv(memory),
+            enc_kv=stack_kv(enc_kv),
+            cross_kv=stack_kv(MODEL.cross_kv(memory)),
         )
         beam = BeamState.start()
         beam.tokens = tgt[:, :1]
@@ -71,12 +72,7 @@ def test_incremental_decoder_equals_teacher_forced(src_len: int, tgt_len: int, s
             (res,) = run_step(MODEL, [StepRequest(source, beam, int(vis[0, t]))])
             assert (res.log_probs[0] - full[t]).abs().max() <= 1e-4
             beam.self_kv = (
-                res.self_kv
-                if beam.self_kv is None
-                else [
-                    (torch.cat([k0, k1], 2), torch.cat([v0, v1], 2))
-                    for (k0, v0), (k1, v1) in zip(beam.self_kv, res.self_kv, strict=True)
-                ]
+                res.self_kv if beam.self_kv is None else torch.cat([beam.self_kv, res.self_kv], 3)
             )
             beam.tokens = tgt[:, : t + 2] if t + 1 < tgt_len else beam.tokens
             beam.token_lp = torch.zeros(1, beam.tokens.shape[1] - 1)
@@ -92,8 +88,8 @@ def _stream(
     source = SourceState(
         ids=src[0].tolist(),
         ends=list(range(1, src_len + 1)),
-        enc_kv=enc_kv,
-        cross_kv=MODEL.cross_kv(memory),
+        enc_kv=stack_kv(enc_kv),
+        cross_kv=stack_kv(MODEL.cross_kv(memory)),
     )
     tokens = torch.randint(4, CFG.vocab_size, (beam_size, tgt_len + 1), generator=g)
     tokens[:, 0] = 2
@@ -102,7 +98,9 @@ def _stream(
         from simulmt.model.transformer import prefill_kv
 
         with torch.no_grad():
-            beam.self_kv = prefill_kv(MODEL, tokens[:, :-1], source.cross_kv or [], src_len)
+            assert source.cross_kv is not None
+            kv = prefill_kv(MODEL, tokens[:, :-1], unstack_kv(source.cross_kv), src_len)
+            beam.self_kv = stack_kv(kv)
     return source, beam, int(torch.randint(1, src_len + 1, (1,), generator=g))
 
 
@@ -125,8 +123,7 @@ def test_batch_of_streams_equals_each_alone(shapes: list[tuple[int, int, int]], 
         assert (alone.log_probs - res.log_probs).abs().max() <= 1e-5
         assert res.lookahead_log_probs is not None and alone.lookahead_log_probs is not None
         assert (alone.lookahead_log_probs - res.lookahead_log_probs).abs().max() <= 1e-5
-        for (ka, va), (kb, vb) in zip(alone.self_kv, res.self_kv, strict=True):
-            assert (ka - kb).abs().max() <= 1e-5 and (va - vb).abs().max() <= 1e-5
+        assert (alone.self_kv - res.self_kv).abs().max() <= 1e-5
 
 
 def test_prefix_visibility_is_respected() -> None:
@@ -174,8 +171,6 @@ def test_ragged_batched_encoding_equals_each_alone(
         engine.encode(b, new)
         assert a.ids == b.ids and a.ends == b.ends
         assert a.cross_kv is not None and b.cross_kv is not None
-        for (ka, va), (kb, vb) in zip(a.cross_kv, b.cross_kv, strict=True):
-            assert (ka - kb).abs().max() <= 1e-5 and (va - vb).abs().max() <= 1e-5
+        assert (a.cross_kv - b.cross_kv).abs().max() <= 1e-5
         assert a.enc_kv is not None and b.enc_kv is not None
-        for (ka, _), (kb, _) in zip(a.enc_kv, b.enc_kv, strict=True):
-            assert (ka - kb).abs().max() <= 1e-5
+        assert (a.enc_kv - b.enc_kv).abs().max() <= 1e-5

@@ -2,13 +2,42 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from simulmt.model.attention import MultiHeadAttention
 from simulmt.model.config import ModelConfig
 
 KV = tuple[torch.Tensor, torch.Tensor]  # keys, values: (B, H, S, dh) each
+
+
+def stack_kv(kv: list[KV]) -> torch.Tensor:
+    """Per-layer K/V -> one block (2L, B, H, S, dh): layer i's keys at 2i, values at 2i+1.
+    Caches live in this form, so growing, reordering or gathering them is one op, not 2L."""
+    return torch.stack([t for pair in kv for t in pair])
+
+
+def pack_kv(blocks: Sequence[torch.Tensor], width: int) -> torch.Tensor:
+    """Blocks (2L, rows_r, H, T_r, dh) -> one zero-padded (2L, N, H, width, dh), N = sum of
+    rows: one fill and one copy per block (F.pad then torch.cat would copy twice)."""
+    if len(blocks) == 1 and blocks[0].shape[3] == width:
+        return blocks[0]
+    first = blocks[0]
+    n = sum(b.shape[1] for b in blocks)
+    out = first.new_zeros(first.shape[0], n, first.shape[2], width, first.shape[4])
+    row = 0
+    for b in blocks:
+        out[:, row : row + b.shape[1], :, : b.shape[3]] = b
+        row += b.shape[1]
+    return out
+
+
+def unstack_kv(block: torch.Tensor) -> list[KV]:
+    """The inverse of `stack_kv`, as views: per layer (B, H, S, dh) keys and values."""
+    return [(block[2 * i], block[2 * i + 1]) for i in range(block.shape[0] // 2)]
 
 
 class FeedForward(nn.Module):
@@ -22,7 +51,20 @@ class FeedForward(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)  # (B, T, D)
+        if self.training:
+            return self.net(x)  # (B, T, D)
+        # inference: plain functions, no module dispatch
+        up: nn.Linear = self.net[0]  # type: ignore[assignment]
+        down: nn.Linear = self.net[3]  # type: ignore[assignment]
+        return F.linear(F.relu(F.linear(x, up.weight, up.bias)), down.weight, down.bias)
+
+
+def _ln(norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
+    return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+
+
+def _drop(drop: nn.Dropout, x: torch.Tensor) -> torch.Tensor:
+    return drop(x) if drop.training else x
 
 
 class EncoderLayer(nn.Module):
@@ -38,14 +80,14 @@ class EncoderLayer(nn.Module):
         self, x: torch.Tensor, past: KV | None, mask: torch.Tensor
     ) -> tuple[torch.Tensor, KV]:
         """x: (B, T, D) new positions; past: cached (B, H, P, dh); mask: (B, 1, T, P+T)."""
-        h = self.ln_attn(x)
+        h = _ln(self.ln_attn, x)
         k, v = self.attn.project_kv(h)  # (B, H, T, dh)
         if past is not None:
             k = torch.cat([past[0], k], dim=2)  # (B, H, P+T, dh)
             v = torch.cat([past[1], v], dim=2)
         a, _ = self.attn(h, k, v, mask)
-        x = x + self.drop(a)
-        x = x + self.drop(self.ff(self.ln_ff(x)))
+        x = x + _drop(self.drop, a)
+        x = x + _drop(self.drop, self.ff(_ln(self.ln_ff, x)))
         return x, (k, v)
 
 
@@ -72,16 +114,16 @@ class DecoderLayer(nn.Module):
     ) -> tuple[torch.Tensor, KV, torch.Tensor | None]:
         """x: (N, T, D); past: (N, H, P, dh); self_mask: (N, 1, T, P+T);
         cross: (N, H, S, dh) each; cross_mask: (N, 1, T, S). Returns new x, self K/V, weights."""
-        h = self.ln_self(x)
+        h = _ln(self.ln_self, x)
         k, v = self.self_attn.project_kv(h)  # (N, H, T, dh)
         if past is not None:
             k = torch.cat([past[0], k], dim=2)  # (N, H, P+T, dh)
             v = torch.cat([past[1], v], dim=2)
         a, _ = self.self_attn(h, k, v, self_mask)
-        x = x + self.drop(a)
+        x = x + _drop(self.drop, a)
         c, weights = self.cross_attn(
-            self.ln_cross(x), cross[0], cross[1], cross_mask, return_weights=return_weights
+            _ln(self.ln_cross, x), cross[0], cross[1], cross_mask, return_weights=return_weights
         )
-        x = x + self.drop(c)
-        x = x + self.drop(self.ff(self.ln_ff(x)))
+        x = x + _drop(self.drop, c)
+        x = x + _drop(self.drop, self.ff(_ln(self.ln_ff, x)))
         return x, (k, v), weights

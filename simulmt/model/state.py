@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 import torch
 
-from simulmt.model.layers import KV
 from simulmt.search.offline import BOS_ID
 
 
@@ -19,8 +18,8 @@ from simulmt.search.offline import BOS_ID
 class SourceState:
     ids: list[int] = field(default_factory=list)  # encoded source tokens (read or not yet read)
     ends: list[int] = field(default_factory=list)  # tokens after each encoded word
-    enc_kv: list[KV] | None = None  # per encoder layer: (1, H, S, dh) each
-    cross_kv: list[KV] | None = None  # per decoder layer: (1, H, S, dh) each
+    enc_kv: torch.Tensor | None = None  # encoder self-attention K/V: (2L_enc, 1, H, S, dh)
+    cross_kv: torch.Tensor | None = None  # decoder cross-attention K/V: (2L_dec, 1, H, S, dh)
 
     def visible(self, words_read: int) -> int:
         """Source tokens the decoder may attend to after reading `words_read` words."""
@@ -39,7 +38,7 @@ class Hypothesis:
 class BeamState:
     tokens: torch.Tensor  # (Bm, T) BOS + target tokens, best hypothesis first
     token_lp: torch.Tensor  # (Bm, T-1) log-probability of each target token
-    self_kv: list[KV] | None = None  # per decoder layer: (Bm, H, T-1, dh), states of tokens[:, :-1]
+    self_kv: torch.Tensor | None = None  # (2L, Bm, H, T-1, dh) K/V of tokens[:, :-1] (stack_kv)
     attn: torch.Tensor | None = None  # (Bm, T-1, S) cross-attention per token (coverage penalty)
     complete: list[Hypothesis] = field(default_factory=list)
 
@@ -63,7 +62,7 @@ class BeamState:
         return int(self.tokens.shape[1]) - 1
 
     def cached(self) -> int:
-        return 0 if self.self_kv is None else int(self.self_kv[0][0].shape[2])
+        return 0 if self.self_kv is None else int(self.self_kv.shape[3])
 
     def best(self) -> list[int]:
         """Tokens of the best active hypothesis (the best complete one if none is active)."""
@@ -77,9 +76,7 @@ def reorder(beam: BeamState, index: torch.Tensor) -> None:
     beam.tokens = beam.tokens.index_select(0, index)  # (Bm', T)
     beam.token_lp = beam.token_lp.index_select(0, index)  # (Bm', T-1)
     if beam.self_kv is not None:
-        beam.self_kv = [
-            (k.index_select(0, index), v.index_select(0, index)) for k, v in beam.self_kv
-        ]
+        beam.self_kv = beam.self_kv.index_select(1, index)  # (2L, Bm', H, T-1, dh)
     if beam.attn is not None:
         beam.attn = beam.attn.index_select(0, index)  # (Bm', T-1, S)
 
@@ -94,7 +91,7 @@ def truncate(beam: BeamState, n: int) -> None:
     if beam.attn is not None:
         beam.attn = beam.attn[:, :n]  # (Bm, n, S)
     if beam.self_kv is not None:
-        beam.self_kv = [(k[:, :, :n], v[:, :, :n]) for k, v in beam.self_kv]  # (Bm, H, n, dh)
+        beam.self_kv = beam.self_kv[:, :, :, :n]  # (2L, Bm, H, n, dh)
     keep: dict[tuple[int, ...], int] = {}
     for i, row in enumerate(beam.tokens.tolist()):
         keep.setdefault(tuple(row), i)

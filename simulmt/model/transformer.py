@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from simulmt.model.config import ModelConfig
-from simulmt.model.layers import KV, DecoderLayer, EncoderLayer
+from simulmt.model.layers import KV, DecoderLayer, EncoderLayer, stack_kv
 
 PAD_ID = 0
 
@@ -33,7 +33,7 @@ def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
 @dataclass(frozen=True)
 class StepOutput:
     log_probs: torch.Tensor  # (N, V) next-token log-probabilities
-    self_kv: list[KV]  # per decoder layer, the new position's keys/values: (N, H, 1, dh)
+    self_kv: torch.Tensor  # the new position's K/V, all layers (stack_kv): (2L, N, H, 1, dh)
     state: torch.Tensor  # (N, D) top decoder layer output (a policy signal)
     attention: torch.Tensor | None  # (N, S) last layer's head-averaged cross-attention
 
@@ -55,6 +55,11 @@ class SimulTransformer(nn.Module):
         self.out_proj = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.out_proj.weight = self.embed.weight
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The weights' dtype; caches and activations of incremental passes use it too."""
+        return self.embed.weight.dtype
 
     # ---- embeddings -------------------------------------------------------------------
     def embed_tokens(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -174,8 +179,10 @@ class SimulTransformer(nn.Module):
             weights = w if w is not None else weights
         h = self.dec_ln(x)[:, 0]  # (N, D)
         log_probs = torch.log_softmax(self.out_proj(h).float(), dim=-1)  # (N, V)
-        attn = weights[:, 0] if weights is not None else None  # (N, S)
-        return StepOutput(log_probs=log_probs, self_kv=new_kv, state=h, attention=attn)
+        attn = weights[:, 0].float() if weights is not None else None  # (N, S)
+        return StepOutput(
+            log_probs=log_probs, self_kv=stack_kv(new_kv), state=h.float(), attention=attn
+        )
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, vis: torch.Tensor) -> torch.Tensor:
         """Training pass: src (B, S), tgt_in (B, T), vis (B, T) -> logits (B, T, V)."""

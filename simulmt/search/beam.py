@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -48,17 +49,15 @@ def expand(
     """Extend every hypothesis by one token: keep the best `opts.beam` non-EOS candidates
     (after threshold pruning); EOS candidates become complete hypotheses. `forbid` (V,) bool
     masks tokens that may not come next."""
-    lp = step.log_probs.clone()  # (Bm, V)
-    lp[:, NEVER] = float("-inf")
+    vocab = step.log_probs.shape[1]
+    penalty = _penalty(vocab, allow_eos)  # (V,) 0 or -inf: one add instead of masked writes
     if forbid is not None:
-        lp[:, forbid] = float("-inf")
-    if not allow_eos:
-        lp[:, EOS_ID] = float("-inf")
+        penalty = penalty.masked_fill(forbid, float("-inf"))
+    lp = step.log_probs + penalty  # (Bm, V)
     if beam.length >= max_len:  # too long: the only way on is to end
         lp.fill_(float("-inf"))
         lp[:, EOS_ID] = 0.0
     cand = beam.scores.unsqueeze(1) + lp  # (Bm, V)
-    vocab = cand.shape[1]
     top_s, top_i = cand.view(-1).topk(min(2 * opts.beam, cand.numel()))  # (K,)
     floor = float(top_s[0])
     floor -= opts.abs_threshold if opts.abs_threshold is not None else float("inf")
@@ -78,6 +77,16 @@ def expand(
     _advance(beam, parents, tokens, lp, step)
 
 
+@functools.lru_cache(maxsize=8)
+def _penalty(vocab: int, allow_eos: bool) -> torch.Tensor:
+    """(V,) additive mask: -inf for tokens never generated (and EOS unless allowed)."""
+    pen = torch.zeros(vocab)
+    pen[NEVER] = float("-inf")
+    if not allow_eos:
+        pen[EOS_ID] = float("-inf")
+    return pen
+
+
 def _complete(
     beam: BeamState, parent: int, total: float, opts: SearchOptions, src_len: int, step: StepResult
 ) -> Hypothesis:
@@ -94,7 +103,7 @@ def _advance(
     if not parents:  # every surviving candidate ended: no active hypotheses remain
         beam.tokens = beam.tokens[:0]
         beam.token_lp = beam.token_lp[:0]
-        beam.self_kv = None if beam.self_kv is None else [(k[:0], v[:0]) for k, v in beam.self_kv]
+        beam.self_kv = None if beam.self_kv is None else beam.self_kv[:, :0]
         beam.attn = None
         return
     idx = torch.tensor(parents, dtype=torch.long)  # (Bm',)
@@ -102,19 +111,11 @@ def _advance(
     beam.tokens = torch.cat([beam.tokens.index_select(0, idx), new_tok], dim=1)  # (Bm', T+1)
     chosen = lp[idx, torch.tensor(tokens)].unsqueeze(1)  # (Bm', 1)
     beam.token_lp = torch.cat([beam.token_lp.index_select(0, idx), chosen], dim=1)  # (Bm', T)
-    kv = []
-    for layer, (k_new, v_new) in enumerate(step.self_kv):
-        if beam.self_kv is None:
-            kv.append((k_new.index_select(0, idx), v_new.index_select(0, idx)))  # (Bm', H, 1, dh)
-        else:
-            k_old, v_old = beam.self_kv[layer]
-            kv.append(
-                (
-                    torch.cat([k_old, k_new], dim=2).index_select(0, idx),  # (Bm', H, T, dh)
-                    torch.cat([v_old, v_new], dim=2).index_select(0, idx),
-                )
-            )
-    beam.self_kv = kv
+    kv = step.self_kv if beam.self_kv is None else torch.cat([beam.self_kv, step.self_kv], dim=3)
+    if parents == list(range(len(parents))):  # survivors in place (always so for greedy)
+        beam.self_kv = kv[:, : len(parents)]  # (2L, Bm', H, T, dh)
+    else:
+        beam.self_kv = kv.index_select(1, idx)
     if step.attention is not None:
         row = step.attention.unsqueeze(1)  # (Bm, 1, S)
         if beam.attn is not None:

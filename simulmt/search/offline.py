@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import torch
 
+from simulmt.model.layers import unstack_kv
 from simulmt.model.transformer import SimulTransformer
 from simulmt.words import FULL
 
@@ -54,15 +55,15 @@ def greedy_decode(
     for t in range(max(limits) + 1):
         vis = torch.tensor([_visible(e, k, t) for e in ends])  # (B,)
         cross_valid = torch.arange(s).unsqueeze(0) < vis.unsqueeze(1)  # (B, S)
-        step = model.decode_step(tokens, torch.full((b,), t), past, None, cross, cross_valid)
-        past = (
-            step.self_kv
-            if past is None
-            else [
-                (torch.cat([p[0], n[0]], 2), torch.cat([p[1], n[1]], 2))
-                for p, n in zip(past, step.self_kv, strict=True)
-            ]
+        step = model.decode_step(
+            tokens,
+            torch.full((b,), t),
+            None if past is None else unstack_kv(past),
+            None,
+            cross,
+            cross_valid,
         )
+        past = step.self_kv if past is None else torch.cat([past, step.self_kv], 3)  # (2L,B,H,t,dh)
         lp = step.log_probs.clone()  # (B, V)
         lp[:, NEVER] = float("-inf")
         lp[vis < src_lens, EOS_ID] = float("-inf")

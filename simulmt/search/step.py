@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from simulmt.model.layers import KV
+from simulmt.model.layers import KV, pack_kv, stack_kv, unstack_kv
 from simulmt.model.state import BeamState, SourceState
 from simulmt.model.transformer import SimulTransformer, prefill_kv
 
@@ -29,18 +29,10 @@ class StepRequest:
 @dataclass(frozen=True)
 class StepResult:
     log_probs: torch.Tensor  # (Bm, V)
-    self_kv: list[KV]  # per decoder layer: (Bm, H, 1, dh)
+    self_kv: torch.Tensor  # new position's K/V, all layers (stack_kv): (2L, Bm, H, 1, dh)
     state: torch.Tensor  # (Bm, D)
     attention: torch.Tensor | None  # (Bm, S)
     lookahead_log_probs: torch.Tensor | None  # (V,)
-
-
-def _pad_time(x: torch.Tensor, width: int) -> torch.Tensor:
-    """Right-pad dim 2 of (B, H, T, dh) to width."""
-    if x.shape[2] == width:
-        return x
-    pad = x.new_zeros(x.shape[0], x.shape[1], width - x.shape[2], x.shape[3])
-    return torch.cat([x, pad], dim=2)  # (B, H, width, dh)
 
 
 @torch.no_grad()
@@ -56,31 +48,17 @@ def run_step(model: SimulTransformer, requests: Sequence[StepRequest]) -> list[S
         if req.lookahead:
             rows.append((r, 0))
             vis.append(req.lookahead)
-    n_layers = len(model.decoder)
     p_max = max(req.beam.cached() for req in requests)
     s_max = max(len(req.source.ids) for req in requests)
-    last = torch.stack([requests[r].beam.tokens[h, -1] for r, h in rows])  # (N,)
+    last = torch.cat([_row_tokens(req) for req in requests])  # (N,)
     positions = torch.tensor([requests[r].beam.length for r, _ in rows])  # (N,)
     past: list[KV] | None = None
     past_valid = None
     if p_max > 0:
-        past = []
-        cfg = model.cfg
-        zeros = torch.zeros(1, cfg.n_heads, p_max, cfg.head_dim)  # (1, H, P, dh)
-        for layer in range(n_layers):
-            ks, vs = [], []
-            for r, h in rows:
-                kv = requests[r].beam.self_kv
-                if kv is None:  # a beam at its first step: nothing cached yet
-                    ks.append(zeros)
-                    vs.append(zeros)
-                    continue
-                ks.append(_pad_time(kv[layer][0][h : h + 1], p_max))  # (1, H, P, dh)
-                vs.append(_pad_time(kv[layer][1][h : h + 1], p_max))
-            past.append((torch.cat(ks), torch.cat(vs)))  # (N, H, P, dh)
+        past = unstack_kv(_gather_self(model, requests, p_max))  # (N, H, P, dh) each
         lens = torch.tensor([requests[r].beam.cached() for r, _ in rows])  # (N,)
         past_valid = torch.arange(p_max).unsqueeze(0) < lens.unsqueeze(1)  # (N, P)
-    cross = _gather_cross(requests, rows, s_max, n_layers)
+    cross = _gather_cross(requests, s_max)
     cross_valid = torch.arange(s_max).unsqueeze(0) < torch.tensor(vis).unsqueeze(1)  # (N, S)
     want_attn = any(req.attention for req in requests)
     out = model.decode_step(
@@ -89,33 +67,55 @@ def run_step(model: SimulTransformer, requests: Sequence[StepRequest]) -> list[S
     return _split(requests, rows, out.log_probs, out.self_kv, out.state, out.attention)
 
 
-def _gather_cross(
-    requests: Sequence[StepRequest], rows: list[tuple[int, int]], s_max: int, n_layers: int
-) -> list[KV]:
-    if len(requests) == 1:  # one stream: broadcast its K/V over the beam, no copies
-        kv = requests[0].source.cross_kv
-        assert kv is not None
-        n = len(rows)
-        return [(k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)) for k, v in kv]
-    per_req = []
+# Batch gathering works per request, not per row or per layer: a request's K/V of all layers
+# are one (2L, rows, H, T, dh) block (see `stack_kv`), padded once, and the blocks concatenated.
+# This keeps the number of tensor ops per step proportional to the number of streams.
+
+
+def _rows(req: StepRequest) -> int:
+    return req.beam.size + (1 if req.lookahead else 0)
+
+
+def _row_tokens(req: StepRequest) -> torch.Tensor:
+    last = req.beam.tokens[:, -1]  # (Bm,)
+    return torch.cat([last, last[:1]]) if req.lookahead else last  # (rows,)
+
+
+def _gather_self(
+    model: SimulTransformer, requests: Sequence[StepRequest], p_max: int
+) -> torch.Tensor:
+    cfg = model.cfg
+    blocks = []
     for req in requests:
-        kv = req.source.cross_kv
-        assert kv is not None
-        per_req.append([(_pad_time(k, s_max), _pad_time(v, s_max)) for k, v in kv])
-    index = torch.tensor([r for r, _ in rows])  # (N,)
-    out: list[KV] = []
-    for layer in range(n_layers):
-        k_all = torch.cat([p[layer][0] for p in per_req])  # (R, H, S, dh)
-        v_all = torch.cat([p[layer][1] for p in per_req])
-        out.append((k_all.index_select(0, index), v_all.index_select(0, index)))  # (N, H, S, dh)
-    return out
+        block = req.beam.self_kv  # (2L, Bm, H, P_r, dh)
+        if block is None:  # a beam at its first step: nothing cached yet
+            shape = (2 * cfg.dec_layers, _rows(req), cfg.n_heads, 0, cfg.head_dim)
+            blocks.append(torch.zeros(shape, dtype=model.dtype))
+            continue
+        if req.lookahead:
+            block = torch.cat([block, block[:, :1]], dim=1)  # (2L, Bm+1, H, P_r, dh)
+        blocks.append(block)
+    return pack_kv(blocks, p_max)  # (2L, N, H, P, dh)
+
+
+def _gather_cross(requests: Sequence[StepRequest], s_max: int) -> list[KV]:
+    if len(requests) == 1:  # one stream: broadcast its K/V over the beam, no copies
+        block = requests[0].source.cross_kv
+        assert block is not None
+        return unstack_kv(block.expand(-1, _rows(requests[0]), -1, -1, -1))
+    blocks = []
+    for req in requests:
+        block = req.source.cross_kv  # (2L, 1, H, S_r, dh)
+        assert block is not None
+        blocks.append(block.expand(-1, _rows(req), -1, -1, -1))
+    return unstack_kv(pack_kv(blocks, s_max))  # (N, H, S, dh) each
 
 
 def _split(
     requests: Sequence[StepRequest],
     rows: list[tuple[int, int]],
     log_probs: torch.Tensor,
-    self_kv: list[KV],
+    self_kv: torch.Tensor,
     state: torch.Tensor,
     attention: torch.Tensor | None,
 ) -> list[StepResult]:
@@ -131,7 +131,7 @@ def _split(
         results.append(
             StepResult(
                 log_probs=log_probs[sl],
-                self_kv=[(k[sl], v[sl]) for k, v in self_kv],
+                self_kv=self_kv[:, sl],
                 state=state[sl],
                 attention=attn,
                 lookahead_log_probs=look,
@@ -147,4 +147,5 @@ def _prefill(model: SimulTransformer, req: StepRequest) -> None:
     assert cross is not None
     if beam.cached() != 0:
         raise ValueError("a beam's cache can only be prefilled from empty")
-    beam.self_kv = prefill_kv(model, beam.tokens[:, :-1], cross, req.visible)  # (Bm, H, T-1, dh)
+    kv = prefill_kv(model, beam.tokens[:, :-1], unstack_kv(cross), req.visible)
+    beam.self_kv = stack_kv(kv)  # (2L, Bm, H, T-1, dh)
