@@ -114,7 +114,7 @@ def main() -> int:
         "AP",
         "DAL",
         "--no-progress-bar",
-        "--dtype",
+        "--precision",
         args.dtype,
         *model_args,
     ]

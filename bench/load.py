@@ -196,6 +196,7 @@ async def run_load(
 def server_argv(args: argparse.Namespace, max_batch: int) -> list[str]:
     argv = ["--max-batch", str(max_batch), "--max-sessions", "2000"]
     argv += ["--tiny"] if args.tiny else (["--model", str(args.model)] if args.model else [])
+    argv += ["--dtype", args.dtype]
     return argv + (["--threads", str(args.threads)] if args.threads else [])
 
 
@@ -257,6 +258,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--policy", default="wait-k:k=3")
     p.add_argument("--max-batch", type=int, default=64)
     p.add_argument("--threads", type=int, help="torch threads of the server process")
+    p.add_argument("--dtype", default="float32", help="server inference precision")
     p.add_argument("--capacity", action="store_true", help="find capacity, batched vs not")
     p.add_argument(
         "--steps",

@@ -31,16 +31,21 @@ class PlotConfig:
 
 
 def points_from_scores(records: Sequence[Mapping[str, object]]) -> list[CurvePoint]:
-    """Curve points from scores.json records (needs 'policy', 'al', 'bleu' in each)."""
+    """Curve points from scores.json records (needs 'policy', 'al', 'bleu' in each): one
+    curve per policy name and fixed settings, one marker per value of the first setting."""
     points = []
     for r in records:
         try:
-            family, setting = policy_family(str(r["policy"]))
+            name, settings = policy_family(str(r["policy"]))
             al, bleu = r["al"], r["bleu"]
         except KeyError as e:
             raise ValueError(f"scores record lacks {e}; needs policy, al and bleu") from e
         if not isinstance(al, int | float) or not isinstance(bleu, int | float):
             raise ValueError(f"{r['policy']}: al and bleu must be numbers, got {al!r}, {bleu!r}")
+        # the first setting is the swept one (a marker); the others name the curve, so e.g.
+        # learned:threshold=…,k_max=2 is its own line beside learned:threshold=…
+        setting, *fixed = settings.split(",") if settings else [""]
+        family = f"{name} {','.join(fixed)}" if fixed else name
         points.append(CurvePoint(family, setting, float(al), float(bleu)))
     return points
 

@@ -38,7 +38,7 @@ class SimulmtAgent(TextToTextAgent):
         load_policy(args.policy)  # a bad spec fails here with the accepted grammar
         self.policy_spec: str = args.policy
         self.beam: int = args.beam
-        self.engine = Engine.load(Path(args.model) if args.model else None, dtype=args.dtype)
+        self.engine = Engine.load(Path(args.model) if args.model else None, dtype=args.precision)
         self.session: Session | None = None
         self.fed = 0  # source words of the current sentence given to the session
         super().__init__(args)  # builds the states and calls reset()
@@ -48,8 +48,11 @@ class SimulmtAgent(TextToTextAgent):
         parser.add_argument("--policy", default="wait-k:k=3", help="policy spec (simulmt)")
         parser.add_argument("--model", default=None, help="simulmt model folder (default bundled)")
         parser.add_argument("--beam", type=int, default=1, help="beam size")
-        parser.add_argument(
-            "--dtype", choices=["float32", "bfloat16"], default="float32", help="precision"
+        parser.add_argument(  # SimulEval owns --dtype (fp16/fp32 for its own models)
+            "--precision",
+            choices=["float32", "bfloat16"],
+            default="float32",
+            help="simulmt inference precision",
         )
 
     def reset(self) -> None:

@@ -244,6 +244,7 @@ class Worker:
         for stream in live:  # iteration-level batching: unfinished work goes round again
             if stream.session.has_work and not isinstance(results[id(stream)], BaseException):
                 self._give_back(stream, [])
+        deliveries: list[tuple[Callable[[Delivery], None], Delivery]] = []
         for stream, _ in batch:
             turn, result = turns[id(stream)], results[id(stream)]
             error = result if isinstance(result, BaseException) else None
@@ -253,12 +254,15 @@ class Worker:
             markers: list[object] = []
             if error is not None or not stream.session.has_work:
                 markers, stream.held = stream.held, []
-            self._post(
-                stream.deliver,
-                Delivery(
-                    updates, markers, turn.rejected, error=error, words_taken=turn.words_taken
-                ),
+            deliveries.append(
+                (
+                    stream.deliver,
+                    Delivery(
+                        updates, markers, turn.rejected, error=error, words_taken=turn.words_taken
+                    ),
+                )
             )
+        self._post(_deliver_all, deliveries)  # one event-loop wake-up per turn, not per stream
 
     @staticmethod
     def _advance_alone(engine: Engine, stream: Stream) -> list[Update] | BaseException:
@@ -316,6 +320,14 @@ def max_source_tokens(engine: Engine, options: SearchOptions) -> int:
     must still fit the decoder's positions."""
     max_len = engine.model.cfg.max_len
     return max(1, int((max_len - options.max_len_extra) / options.max_len_ratio))
+
+
+def _deliver_all(deliveries: list[tuple[Callable[[Delivery], None], Delivery]]) -> None:
+    for deliver, delivery in deliveries:
+        try:
+            deliver(delivery)
+        except Exception:  # one connection's failure must not starve the others' updates
+            logger.exception("delivering a worker result failed")
 
 
 def _set_result(future: asyncio.Future[Any], value: object) -> None:

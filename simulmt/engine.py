@@ -141,11 +141,7 @@ class Engine:
             if len(source.ids) + len(ids) > self.model.cfg.max_len:
                 raise ValueError(f"sentence longer than {self.model.cfg.max_len} tokens")
             new_ids.append(ids)
-        groups: dict[int, list[int]] = {}  # streams by new-token count: no padded tokens
-        for i, ids in enumerate(new_ids):
-            if ids:
-                groups.setdefault(len(ids), []).append(i)
-        for rows in groups.values():
+        for rows in _encoder_groups(new_ids):
             self._encode_rows([sources[i] for i in rows], [new_ids[i] for i in rows])
         self.compute_ms += (time.perf_counter() - start) * 1000
         return (time.perf_counter() - start) * 1000
@@ -242,6 +238,27 @@ def _train_tiny(seed: int, train_steps: int) -> SimulTransformer:
         loss.backward()
         opt.step()
     return model.eval()
+
+
+PAD_WASTE_LIMIT = 32  # padded token rows one encoder call may carry before it is split
+
+
+def _encoder_groups(new_ids: Sequence[list[int]]) -> list[list[int]]:
+    """Stream indices to encode together. One call, right-padded to the longest new span,
+    unless padding would waste more than PAD_WASTE_LIMIT token rows (a long word among many
+    short ones); then one call per span length: each call has a fixed cost, so few rows are
+    cheaper padded and many rows cheaper grouped."""
+    rows = [i for i, ids in enumerate(new_ids) if ids]
+    if not rows:
+        return []
+    longest = max(len(new_ids[i]) for i in rows)
+    waste = sum(longest - len(new_ids[i]) for i in rows)
+    if waste <= PAD_WASTE_LIMIT:
+        return [rows]
+    groups: dict[int, list[int]] = {}
+    for i in rows:
+        groups.setdefault(len(new_ids[i]), []).append(i)
+    return list(groups.values())
 
 
 def _grow(old: torch.Tensor | None, new: torch.Tensor) -> torch.Tensor:

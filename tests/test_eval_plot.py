@@ -45,6 +45,8 @@ def test_points_group_by_family() -> None:
     points = points_from_scores(records)
     assert points[1] == CurvePoint("wait-k", "k=3", 3.5, 24.3)
     assert {p.family for p in points} == {"wait-k", "confidence", "full"}
+    band = points_from_scores([{"policy": "learned:threshold=0.5,k_max=2", "al": 3, "bleu": 17}])
+    assert band == [CurvePoint("learned k_max=2", "threshold=0.5", 3.0, 17.0)]
 
 
 def test_plot_errors(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
