@@ -17,7 +17,7 @@ import torch
 from simulmt.data.tokenizer import Tokenizer, train_tokenizer
 from simulmt.model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
 from simulmt.model.config import ModelConfig
-from simulmt.model.layers import pack_kv, stack_kv, unstack_kv
+from simulmt.model.layers import append_kv, pack_kv, stack_kv, unstack_kv
 from simulmt.model.state import SourceState
 from simulmt.model.transformer import SimulTransformer
 from simulmt.search.offline import pad_batch
@@ -117,10 +117,12 @@ class Engine:
                 raise ValueError(f"sentence longer than {self.model.cfg.max_len} tokens")
             ids = torch.tensor([new], dtype=torch.long)  # (1, n)
             past = None if source.enc_kv is None else unstack_kv(source.enc_kv)
-            memory, enc = self.model.encode(ids, past=past, start=len(source.ids))
-            source.enc_kv = stack_kv(enc)  # (2L_enc, 1, H, S+n, dh)
+            s = len(source.ids)
+            memory, enc = self.model.encode(ids, past=past, start=s)
+            new_enc = stack_kv([(k[:, :, s:], v[:, :, s:]) for k, v in enc])  # (2L, 1, H, n, dh)
+            source.enc_kv = append_kv(source.enc_kv, new_enc)  # (2L_enc, 1, H, S+n, dh)
             cross = stack_kv(self.model.cross_kv(memory))  # (2L_dec, 1, H, n, dh)
-            source.cross_kv = _grow(source.cross_kv, cross)
+            source.cross_kv = append_kv(source.cross_kv, cross)
             source.ids += new
         self.compute_ms += (time.perf_counter() - start) * 1000
 
@@ -153,19 +155,20 @@ class Engine:
         src = pad_batch(new_ids)  # (B, T)
         p = int(past_lengths.max())
         past = None
-        if p > 0:  # per stream all layers at once: (2L, 1, H, P_b, dh) padded to P
+        t = src.shape[1]
+        if p > 0:  # per stream all layers at once: (2L, 1, H, P_b, dh) padded to P (+T free)
             empty = torch.zeros(
                 2 * cfg.enc_layers, 1, cfg.n_heads, 0, cfg.head_dim, dtype=self.model.dtype
             )
             blocks = [empty if s.enc_kv is None else s.enc_kv for s in sources]
-            past = unstack_kv(pack_kv(blocks, p))  # (B, H, P, dh) each
+            past = unstack_kv(pack_kv(blocks, p + t, fresh=True))  # (B, H, P+T, dh) each
         memory, new_kv = self.model.encode_ragged(src, lengths, past, past_lengths)
         enc = stack_kv(new_kv)  # (2L_enc, B, H, T, dh)
         cross = stack_kv(self.model.cross_kv(memory))  # (2L_dec, B, H, T, dh)
         for r, source in enumerate(sources):
             n = int(lengths[r])
-            source.enc_kv = _grow(source.enc_kv, enc[:, r : r + 1, :, :n])
-            source.cross_kv = _grow(source.cross_kv, cross[:, r : r + 1, :, :n])
+            source.enc_kv = append_kv(source.enc_kv, enc[:, r : r + 1, :, :n])
+            source.cross_kv = append_kv(source.cross_kv, cross[:, r : r + 1, :, :n])
             source.ids += new_ids[r]
 
     def step(self, requests: Sequence[StepRequest]) -> list[StepResult]:
@@ -259,8 +262,3 @@ def _encoder_groups(new_ids: Sequence[list[int]]) -> list[list[int]]:
     for i in rows:
         groups.setdefault(len(new_ids[i]), []).append(i)
     return list(groups.values())
-
-
-def _grow(old: torch.Tensor | None, new: torch.Tensor) -> torch.Tensor:
-    """Append new positions to a (2L, B, H, S, dh) cache block."""
-    return new if old is None else torch.cat([old, new], dim=3)

@@ -20,10 +20,11 @@ def stack_kv(kv: list[KV]) -> torch.Tensor:
     return torch.stack([t for pair in kv for t in pair])
 
 
-def pack_kv(blocks: Sequence[torch.Tensor], width: int) -> torch.Tensor:
+def pack_kv(blocks: Sequence[torch.Tensor], width: int, *, fresh: bool = False) -> torch.Tensor:
     """Blocks (2L, rows_r, H, T_r, dh) -> one zero-padded (2L, N, H, width, dh), N = sum of
-    rows: one fill and one copy per block (F.pad then torch.cat would copy twice)."""
-    if len(blocks) == 1 and blocks[0].shape[3] == width:
+    rows: one fill and one copy per block (F.pad then torch.cat would copy twice). `fresh`:
+    always a new tensor (the caller writes into it), never one of the blocks itself."""
+    if len(blocks) == 1 and blocks[0].shape[3] == width and not fresh:
         return blocks[0]
     first = blocks[0]
     n = sum(b.shape[1] for b in blocks)
@@ -33,6 +34,40 @@ def pack_kv(blocks: Sequence[torch.Tensor], width: int) -> torch.Tensor:
         out[:, row : row + b.shape[1], :, : b.shape[3]] = b
         row += b.shape[1]
     return out
+
+
+def append_kv(cache: torch.Tensor | None, new: torch.Tensor) -> torch.Tensor:
+    """`torch.cat([cache, new], dim=3)` for an append-only cache block (2L, B, H, S, dh), in
+    amortized O(new) time: the result is a prefix view of a buffer with spare capacity, and the
+    next append writes into that spare room instead of copying everything before it.
+
+    Only for caches that are never cut back and never shared: a shorter view of the same buffer
+    would see its positions after S overwritten (source caches qualify; beam caches do not)."""
+    if cache is not None:
+        base_s = _spare_capacity(cache)
+        s, n = cache.shape[3], new.shape[3]
+        if base_s >= s + n:
+            grown = cache.as_strided((*cache.shape[:3], s + n, cache.shape[4]), cache.stride())
+            grown[:, :, :, s:] = new
+            return grown
+        new = torch.cat([cache, new], dim=3)
+    l2, b, h, s, dh = new.shape
+    buf = new.new_empty(l2, b, h, max(16, 2 * s), dh)
+    buf[:, :, :, :s] = new
+    return buf[:, :, :, :s]
+
+
+def _spare_capacity(view: torch.Tensor) -> int:
+    """Time positions of the buffer `view` is a prefix of (0 unless made by `append_kv`)."""
+    l2, b, h, _, dh = view.shape
+    if view.storage_offset() != 0 or view.stride(3) != dh or view.stride(4) != 1:
+        return 0
+    cap = view.stride(2) // dh
+    if view.stride() != (b * h * cap * dh, h * cap * dh, cap * dh, dh, 1):
+        return 0
+    if view.untyped_storage().nbytes() != l2 * b * h * cap * dh * view.element_size():
+        return 0
+    return cap
 
 
 def unstack_kv(block: torch.Tensor) -> list[KV]:
@@ -67,6 +102,19 @@ def _drop(drop: nn.Dropout, x: torch.Tensor) -> torch.Tensor:
     return drop(x) if drop.training else x
 
 
+def _attach(past: KV | None, k: torch.Tensor, v: torch.Tensor, room: bool) -> KV:
+    """Keys/values of past + new positions. With `room`, past (B, H, P+T, dh) already has the
+    T new slots at its end: they are filled in place (no copy of the past); else concatenate."""
+    if past is None:
+        return k, v
+    if room:
+        t = k.shape[2]
+        past[0][:, :, -t:] = k
+        past[1][:, :, -t:] = v
+        return past
+    return torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)  # (B, H, P+T, dh)
+
+
 class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -77,14 +125,13 @@ class EncoderLayer(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
 
     def forward(
-        self, x: torch.Tensor, past: KV | None, mask: torch.Tensor
+        self, x: torch.Tensor, past: KV | None, mask: torch.Tensor, *, room: bool = False
     ) -> tuple[torch.Tensor, KV]:
-        """x: (B, T, D) new positions; past: cached (B, H, P, dh); mask: (B, 1, T, P+T)."""
+        """x: (B, T, D) new positions; past: cached (B, H, P, dh) (with `room`: (B, H, P+T, dh),
+        the last T slots free); mask: (B, 1, T, P+T)."""
         h = _ln(self.ln_attn, x)
         k, v = self.attn.project_kv(h)  # (B, H, T, dh)
-        if past is not None:
-            k = torch.cat([past[0], k], dim=2)  # (B, H, P+T, dh)
-            v = torch.cat([past[1], v], dim=2)
+        k, v = _attach(past, k, v, room)  # (B, H, P+T, dh)
         a, _ = self.attn(h, k, v, mask)
         x = x + _drop(self.drop, a)
         x = x + _drop(self.drop, self.ff(_ln(self.ln_ff, x)))
@@ -111,14 +158,14 @@ class DecoderLayer(nn.Module):
         cross_mask: torch.Tensor,
         *,
         return_weights: bool = False,
+        room: bool = False,
     ) -> tuple[torch.Tensor, KV, torch.Tensor | None]:
-        """x: (N, T, D); past: (N, H, P, dh); self_mask: (N, 1, T, P+T);
+        """x: (N, T, D); past: (N, H, P, dh) (with `room`: (N, H, P+T, dh), last T slots free);
+        self_mask: (N, 1, T, P+T);
         cross: (N, H, S, dh) each; cross_mask: (N, 1, T, S). Returns new x, self K/V, weights."""
         h = _ln(self.ln_self, x)
         k, v = self.self_attn.project_kv(h)  # (N, H, T, dh)
-        if past is not None:
-            k = torch.cat([past[0], k], dim=2)  # (N, H, P+T, dh)
-            v = torch.cat([past[1], v], dim=2)
+        k, v = _attach(past, k, v, room)  # (N, H, P+T, dh)
         a, _ = self.self_attn(h, k, v, self_mask)
         x = x + _drop(self.drop, a)
         c, weights = self.cross_attn(

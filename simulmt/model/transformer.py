@@ -99,12 +99,13 @@ class SimulTransformer(nn.Module):
     ) -> tuple[torch.Tensor, list[KV]]:
         """Encode new tokens of B streams at once, each with its own cache length.
 
-        src: (B, T) new tokens, right-padded (row b has lengths[b]); past: per layer (B, H, P, dh)
-        caches right-padded to P (row b holds past_lengths[b] positions). Returns memory
-        (B, T, D) and per layer the new positions' K/V (B, H, T, dh); pads are garbage.
+        src: (B, T) new tokens, right-padded (row b has lengths[b]); past: per layer
+        (B, H, P+T, dh): caches right-padded to P (row b holds past_lengths[b] positions) plus T
+        free slots that are filled in place. Returns memory (B, T, D) and per layer the new
+        positions' K/V (B, H, T, dh); pads are garbage.
         """
         b, t = src.shape
-        p = 0 if past is None else past[0][0].shape[2]
+        p = 0 if past is None else past[0][0].shape[2] - t
         positions = past_lengths.unsqueeze(1) + torch.arange(t).unsqueeze(0)  # (B, T)
         x = self.embed_tokens(src, torch.minimum(positions, torch.tensor(self.cfg.max_len - 1)))
         past_ok = torch.arange(p).unsqueeze(0) < past_lengths.unsqueeze(1)  # (B, P)
@@ -113,7 +114,7 @@ class SimulTransformer(nn.Module):
         mask = mask.unsqueeze(1)  # (B, 1, T, P+T)
         new_kv: list[KV] = []
         for i, layer in enumerate(self.encoder):
-            x, (k, v) = layer(x, past[i] if past is not None else None, mask)
+            x, (k, v) = layer(x, past[i] if past is not None else None, mask, room=True)
             new_kv.append((k[:, :, p:], v[:, :, p:]))  # (B, H, T, dh)
         return self.enc_ln(x), new_kv
 
@@ -149,6 +150,7 @@ class SimulTransformer(nn.Module):
         cross_valid: torch.Tensor,
         *,
         return_attention: bool = False,
+        room: bool = False,
     ) -> StepOutput:
         """One decoder step for N hypotheses (from any number of streams).
 
@@ -156,6 +158,7 @@ class SimulTransformer(nn.Module):
         self-attention cache; past_valid: (N, P) which cached positions are real (padding
         between streams of different lengths is False); cross: per layer (N, H, S, dh);
         cross_valid: (N, S) which source tokens this step may attend to (at least one True).
+        With `room`, past is (N, H, P+1, dh) and its last slot is filled in place (no copy).
         """
         n = last.shape[0]
         x = self.embed_tokens(last.view(n, 1), positions.view(n, 1))  # (N, 1, D)
@@ -174,6 +177,7 @@ class SimulTransformer(nn.Module):
                 cross[i],
                 cross_mask,
                 return_weights=return_attention and i == last_layer,
+                room=room,
             )
             new_kv.append((kv[0][:, :, -1:], kv[1][:, :, -1:]))  # (N, H, 1, dh)
             weights = w if w is not None else weights

@@ -55,14 +55,21 @@ def run_step(model: SimulTransformer, requests: Sequence[StepRequest]) -> list[S
     past: list[KV] | None = None
     past_valid = None
     if p_max > 0:
-        past = unstack_kv(_gather_self(model, requests, p_max))  # (N, H, P, dh) each
+        past = unstack_kv(_gather_self(model, requests, p_max))  # (N, H, P+1, dh) each
         lens = torch.tensor([requests[r].beam.cached() for r, _ in rows])  # (N,)
         past_valid = torch.arange(p_max).unsqueeze(0) < lens.unsqueeze(1)  # (N, P)
     cross = _gather_cross(requests, s_max)
     cross_valid = torch.arange(s_max).unsqueeze(0) < torch.tensor(vis).unsqueeze(1)  # (N, S)
     want_attn = any(req.attention for req in requests)
     out = model.decode_step(
-        last, positions, past, past_valid, cross, cross_valid, return_attention=want_attn
+        last,
+        positions,
+        past,
+        past_valid,
+        cross,
+        cross_valid,
+        return_attention=want_attn,
+        room=past is not None,
     )
     return _split(requests, rows, out.log_probs, out.self_kv, out.state, out.attention)
 
@@ -95,7 +102,7 @@ def _gather_self(
         if req.lookahead:
             block = torch.cat([block, block[:, :1]], dim=1)  # (2L, Bm+1, H, P_r, dh)
         blocks.append(block)
-    return pack_kv(blocks, p_max)  # (2L, N, H, P, dh)
+    return pack_kv(blocks, p_max + 1, fresh=True)  # (2L, N, H, P+1, dh), last slot free
 
 
 def _gather_cross(requests: Sequence[StepRequest], s_max: int) -> list[KV]:
