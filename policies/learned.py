@@ -9,8 +9,11 @@ the source is finished, and gives P(WRITE). The policy WRITEs when P(WRITE) >= t
 one network spans the latency range: a low threshold writes early, a high one waits.
 Like the other adaptive policies it WRITEs once the source is finished and READs before
 `k_min` words; `k_max` > 0 bounds the lag: it WRITEs whenever wait-k_max would
-(src_read >= k_max + tgt_written). A policy checkpoint belongs to the translation model it was
-trained with; one that does not fit the model's signals (state size, vocabulary) is refused.
+(src_read >= k_max + tgt_written); `lag_min` bounds it from below: it READs whenever
+wait-lag_min would (src_read < lag_min + tgt_written). With both, the network only chooses
+within the band between wait-lag_min and wait-k_max. A policy checkpoint belongs to the
+translation model it was trained with; one that does not fit the model's signals (state
+size, vocabulary) is refused.
 """
 
 from __future__ import annotations
@@ -80,6 +83,9 @@ class LearnedPolicy(BasePolicy):
         "help": "source words always read before the first write (>= 1)"})
     k_max: int = field(default=0, metadata={  # 0: the network alone decides
         "help": "maximum lag: WRITE whenever src_read >= k_max + tgt_written (0: no bound)"})
+    lag_min: int = field(default=0, metadata={  # 0: no bound
+        "help": "minimum lag: READ whenever src_read < lag_min + tgt_written, i.e. never run "
+                "ahead of wait-lag_min (0: no bound)"})
     path: str = field(default=DEFAULT_PATH, metadata={
         "help": f"policy checkpoint from `simulmt train-policy` ({DEFAULT_PATH}: "
                 f"{POLICY_FILE} in the default model folder)"})
@@ -93,6 +99,10 @@ class LearnedPolicy(BasePolicy):
         if self.k_max != 0 and self.k_max < self.k_min:
             raise PolicyError(f"k_max must be 0 (no bound) or >= k_min={self.k_min} "
                               f"(got {self.k_max})")
+        if self.lag_min < 0:
+            raise PolicyError(f"lag_min must be >= 0 (0: no bound) (got {self.lag_min})")
+        if self.k_max and self.lag_min > self.k_max:
+            raise PolicyError(f"lag_min must be <= k_max={self.k_max} (got {self.lag_min})")
         object.__setattr__(self, "net", load_net(resolve_path(self.path)))
 
     def decide(self, obs: Observation) -> Action:
@@ -103,6 +113,8 @@ class LearnedPolicy(BasePolicy):
             return Action.READ
         if self.k_max and obs.src_read >= self.k_max + obs.tgt_written:
             return Action.WRITE
+        if self.lag_min and obs.src_read < self.lag_min + obs.tgt_written:
+            return Action.READ
         return Action.WRITE if self.write_prob(obs) >= self.threshold else Action.READ
 
     def write_prob(self, obs: Observation) -> float:

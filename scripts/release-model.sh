@@ -18,7 +18,7 @@ EVAL=($BIN/simulmt eval --model $M --source cache/test-1in5.de --reference cache
 # two processes on two cores: policy training + baselines, then the rest
 ( $BIN/simulmt train-policy --model $M --data "$CORPUS" --out $M/policy.pt --threads 1 &&
   "${EVAL[@]}" --sweep "learned:threshold=0.35,0.5,0.65,0.8" \
-    --sweep "learned:threshold=0.5,0.65,0.8,0.9,k_max=2" \
+    --sweep "learned:threshold=0.5,0.6,0.7,0.8,0.9,k_max=2" \
     --sweep "learned:threshold=0.65,0.8,k_max=3" > docs/results-learned.jsonl ) &
 "${EVAL[@]}" --sweep "wait-k:k=1,2,3,4,5,7,9" --policy full --policy wait-if-worse --policy wait-if-diff \
   --sweep "confidence:threshold=0.4,0.6,0.8" --policy local-agreement:n=2 > docs/results-baselines.jsonl

@@ -209,13 +209,14 @@ def test_pos_weight_balances_the_classes() -> None:
 
 # ---- the policy ------------------------------------------------------------------------
 def test_spec_round_trip(policy_file: Path) -> None:
-    spec = f"learned:threshold=0.3,k_min=2,k_max=4,path={policy_file}"
+    spec = f"learned:threshold=0.3,k_min=2,k_max=4,lag_min=1,path={policy_file}"
     policy = load_policy(spec)
-    assert policy == LearnedPolicy(threshold=0.3, k_min=2, k_max=4, path=str(policy_file))
+    assert policy == LearnedPolicy(threshold=0.3, k_min=2, k_max=4, lag_min=1,
+                                   path=str(policy_file))
     assert policy.spec() == spec
     assert load_policy(policy.spec()) == policy
     assert load_policy(f"learned:path={policy_file}").spec() == (
-        f"learned:threshold=0.5,k_min=1,k_max=0,path={policy_file}")
+        f"learned:threshold=0.5,k_min=1,k_max=0,lag_min=0,path={policy_file}")
 
 
 def test_missing_checkpoints_say_how_to_train_one(tmp_path: Path,
@@ -256,6 +257,8 @@ def test_corrupt_checkpoints_are_refused(tmp_path: Path, policy_file: Path) -> N
     ("k_min=0", "k_min must be >= 1"),
     ("k_min=3,k_max=2", "k_max must be 0 (no bound) or >= k_min=3 (got 2)"),
     ("k_max=-1", "k_max must be 0"),
+    ("lag_min=4,k_max=3", "lag_min must be <= k_max=3 (got 4)"),
+    ("lag_min=-1", "lag_min must be >= 0 (0: no bound) (got -1)"),
 ])
 def test_bad_arguments(policy_file: Path, args: str, message: str) -> None:
     with pytest.raises(PolicyError) as err:
@@ -282,6 +285,11 @@ def test_decide_rules_and_threshold(policy_file: Path) -> None:
     high = LearnedPolicy(threshold=min(p + 1e-3, 1 - 1e-6), path=str(policy_file))
     assert low.decide(Observation(3, 1, False, 3, sig)) is W
     assert high.decide(Observation(3, 1, False, 3, sig)) is R
+    eager = LearnedPolicy(threshold=1e-6, lag_min=1, k_max=3, path=str(policy_file))
+    assert eager.decide(Observation(4, 3, False, 6, sig)) is W  # lag 1: the network writes
+    assert eager.decide(Observation(3, 3, False, 6, sig)) is R  # lag 0 < lag_min: never ahead
+    assert LearnedPolicy(threshold=1e-6, path=str(policy_file)).decide(
+        Observation(3, 3, False, 6, sig)) is W  # without the bound it would have written
     with pytest.raises(PolicyError, match="needs Signal.DISTRIBUTION and Signal.DECODER_STATE"):
         policy.decide(Observation(3, 1, False, 3, None))
     with pytest.raises(PolicyError, match="decoder states of size 32 and 200 tokens"):
@@ -313,11 +321,14 @@ def run_session(policy: LearnedPolicy, sentences: list[str]) -> list[tuple[str, 
 
 @settings(max_examples=12, deadline=None)
 @given(threshold=st.floats(0.02, 0.98), k_min=st.integers(1, 3), k_max=st.integers(0, 5),
+       lag_min=st.integers(0, 3),
        picks=st.lists(st.integers(0, len(SENTENCES) - 1), min_size=1, max_size=3))
 def test_session_guarantees(policy_file: Path, threshold: float, k_min: int, k_max: int,
-                            picks: list[int]) -> None:
+                            lag_min: int, picks: list[int]) -> None:
     k_max = 0 if k_max < k_min else k_max
-    policy = LearnedPolicy(threshold=threshold, k_min=k_min, k_max=k_max, path=str(policy_file))
+    lag_min = min(lag_min, k_max) if k_max else lag_min
+    policy = LearnedPolicy(threshold=threshold, k_min=k_min, k_max=k_max, lag_min=lag_min,
+                           path=str(policy_file))
     run_session(policy, [SENTENCES[i] for i in picks])
 
 

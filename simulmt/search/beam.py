@@ -106,16 +106,20 @@ def _advance(
         beam.self_kv = None if beam.self_kv is None else beam.self_kv[:, :0]
         beam.attn = None
         return
-    idx = torch.tensor(parents, dtype=torch.long)  # (Bm',)
+    vocab = lp.shape[1]
+    flat = torch.tensor([p * vocab + t for p, t in zip(parents, tokens, strict=True)])  # (Bm',)
     new_tok = torch.tensor(tokens, dtype=torch.long).unsqueeze(1)  # (Bm', 1)
-    beam.tokens = torch.cat([beam.tokens.index_select(0, idx), new_tok], dim=1)  # (Bm', T+1)
-    chosen = lp[idx, torch.tensor(tokens)].unsqueeze(1)  # (Bm', 1)
-    beam.token_lp = torch.cat([beam.token_lp.index_select(0, idx), chosen], dim=1)  # (Bm', T)
+    chosen = lp.view(-1).index_select(0, flat).unsqueeze(1)  # (Bm', 1)
     kv = step.self_kv if beam.self_kv is None else torch.cat([beam.self_kv, step.self_kv], dim=3)
-    if parents == list(range(len(parents))):  # survivors in place (always so for greedy)
-        beam.self_kv = kv[:, : len(parents)]  # (2L, Bm', H, T, dh)
+    n = len(parents)
+    if parents == list(range(n)):  # survivors in place (always so for greedy): views, no copies
+        old_tokens, old_lp, beam.self_kv = beam.tokens[:n], beam.token_lp[:n], kv[:, :n]
     else:
-        beam.self_kv = kv.index_select(1, idx)
+        idx = torch.tensor(parents, dtype=torch.long)  # (Bm',)
+        old_tokens, old_lp = beam.tokens.index_select(0, idx), beam.token_lp.index_select(0, idx)
+        beam.self_kv = kv.index_select(1, idx)  # (2L, Bm', H, T, dh)
+    beam.tokens = torch.cat([old_tokens, new_tok], dim=1)  # (Bm', T+1)
+    beam.token_lp = torch.cat([old_lp, chosen], dim=1)  # (Bm', T)
     if step.attention is not None:
         row = step.attention.unsqueeze(1)  # (Bm, 1, S)
         if beam.attn is not None:
@@ -123,7 +127,7 @@ def _advance(
             if old.shape[2] < row.shape[2]:  # the source grew since: pad old rows
                 old = torch.nn.functional.pad(old, (0, row.shape[2] - old.shape[2]))
             row = torch.cat([old, row], dim=1)  # (Bm, T, S)
-        beam.attn = row.index_select(0, idx)
+        beam.attn = row.index_select(0, torch.tensor(parents, dtype=torch.long))  # (Bm', T, S)
 
 
 def finished(beam: BeamState, opts: SearchOptions, src_len: int) -> bool:
