@@ -35,6 +35,45 @@ def main(paths: list[str]) -> None:
             print(f"| `{r['policy']}` | {r['beam']} | " + " | ".join(cells) + " |")
     print()
     print(f"BLEU signature: `{rows[0]['bleu_signature']}`" if rows else "no results")
+    matched_al(rows)
+
+
+def matched_al(rows: list[dict], window: float = 0.3) -> None:  # type: ignore[type-arg]
+    """Adaptive policies against wait-k at matched latency: for each greedy adaptive result,
+    the wait-k BLEU linearly interpolated at its AL (between the measured k), and the nearest
+    measured wait-k point if one lies within +-window words of AL."""
+    waitk = sorted(
+        (r["al"], r["bleu"], r["policy"])
+        for r in rows
+        if r["policy"].startswith("wait-k:") and r["beam"] == 1
+    )
+    adaptive = [
+        r for r in rows
+        if r["beam"] == 1 and r["policy"].split(":")[0] in ("learned", "confidence",
+                                                              "wait-if-worse", "wait-if-diff")
+    ]
+    if len(waitk) < 2 or not adaptive:
+        return
+    print()
+    print(f"| policy | AL | BLEU | wait-k BLEU at this AL (interpolated) | Δ | "
+          f"nearest wait-k within ±{window} AL | Δ |")
+    print("|---|---:|---:|---:|---:|---|---:|")
+    for r in adaptive:
+        al, bleu = r["al"], r["bleu"]
+        interp = "–"
+        delta = "–"
+        for (a0, b0, _), (a1, b1, _) in zip(waitk, waitk[1:], strict=False):
+            if a0 <= al <= a1:
+                ref = b0 + (b1 - b0) * (al - a0) / (a1 - a0)
+                interp, delta = f"{ref:.2f}", f"{bleu - ref:+.2f}"
+        near = [(abs(a - al), a, b, p) for a, b, p in waitk if abs(a - al) <= window]
+        if near:
+            _, a, b, p = min(near)
+            near_cell, near_delta = f"`{p}` ({b:.2f} @ {a:.2f})", f"{bleu - b:+.2f}"
+        else:
+            near_cell, near_delta = "–", "–"
+        print(f"| `{r['policy']}` | {al:.2f} | {bleu:.2f} | {interp} | {delta} | {near_cell} "
+              f"| {near_delta} |")
 
 
 if __name__ == "__main__":
