@@ -10,6 +10,7 @@ RUN=${1:?training run folder}
 CORPUS=${2:-cache/corpus}
 BIN=${BIN:-.venv/bin}
 M=simulmt/models/de-en
+rm -rf results  # one folder per evaluated policy: stale ones would show up in the plot
 mkdir -p cache results docs
 $BIN/simulmt export --run "$RUN" --out $M --average "${AVERAGE:-2}" --name simulmt-de-en-small
 for f in de en source; do awk 'NR % 5 == 1' "$CORPUS/test.$f" > cache/test-1in5.$f; done
@@ -18,8 +19,8 @@ EVAL=($BIN/simulmt eval --model $M --source cache/test-1in5.de --reference cache
 # two processes on two cores: policy training + baselines, then the rest
 ( $BIN/simulmt train-policy --model $M --data "$CORPUS" --out $M/policy.pt --threads 1 &&
   "${EVAL[@]}" --sweep "learned:threshold=0.35,0.5,0.65,0.8" \
-    --sweep "learned:threshold=0.5,0.6,0.7,0.8,0.9,k_max=2" \
-    --sweep "learned:threshold=0.65,0.8,k_max=3" > docs/results-learned.jsonl ) &
+    --sweep "learned:threshold=0.5,0.65,0.8,0.9,k_max=2" \
+    --sweep "learned:threshold=0.3,0.5,0.65,0.8,k_max=2,lag_min=1" > docs/results-learned.jsonl ) &
 "${EVAL[@]}" --sweep "wait-k:k=1,2,3,4,5,7,9" --policy full --policy wait-if-worse --policy wait-if-diff \
   --sweep "confidence:threshold=0.4,0.6,0.8" --policy local-agreement:n=2 > docs/results-baselines.jsonl
 "${EVAL[@]}" --policy full --beam 5 --output cache/results-beam5 > docs/results-beam5.jsonl

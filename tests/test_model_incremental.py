@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulmt.model.config import ModelConfig
-from simulmt.model.layers import stack_kv, unstack_kv
+from simulmt.model.layers import append_kv, stack_kv, unstack_kv
 from simulmt.model.state import BeamState, SourceState
 from simulmt.model.transformer import SimulTransformer
 from simulmt.search.step import StepRequest, run_step
@@ -174,3 +174,31 @@ def test_ragged_batched_encoding_equals_each_alone(
         assert (a.cross_kv - b.cross_kv).abs().max() <= 1e-5
         assert a.enc_kv is not None and b.enc_kv is not None
         assert (a.enc_kv - b.enc_kv).abs().max() <= 1e-5
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(1, 20), min_size=1, max_size=12), st.integers(0, 1000))
+def test_append_kv_equals_concatenation(sizes: list[int], seed: int) -> None:
+    """Growing a cache block in place (spare capacity) gives what torch.cat gives, and earlier
+    views of the block keep their contents."""
+    g = torch.Generator().manual_seed(seed)
+    cache: torch.Tensor | None = None
+    reference: torch.Tensor | None = None
+    views: list[tuple[torch.Tensor, torch.Tensor]] = []
+    for n in sizes:
+        new = torch.randn(6, 1, 2, n, 4, generator=g)  # (2L, B, H, n, dh)
+        cache = append_kv(cache, new)
+        reference = new if reference is None else torch.cat([reference, new], dim=3)
+        assert torch.equal(cache, reference)
+        views.append((cache, reference.clone()))
+    for view, expected in views:
+        assert torch.equal(view, expected)
+
+
+def test_append_kv_copies_foreign_tensors() -> None:
+    """A block not made by append_kv (e.g. a slice of a batch) is never written through."""
+    batch = torch.zeros(6, 3, 2, 40, 4)
+    row = batch[:, 1:2, :, :5]  # a view into someone else's tensor
+    grown = append_kv(row, torch.ones(6, 1, 2, 2, 4))
+    assert grown.shape == (6, 1, 2, 7, 4)
+    assert torch.count_nonzero(batch) == 0
