@@ -28,6 +28,13 @@ class PlotConfig:
     width_in: float = 7.0  # figure size in inches (7×5 at 150 dpi ≈ a paper column zoomed)
     height_in: float = 5.0
     dpi: int = 150
+    xlim: tuple[float, float] | None = None  # AL range to show (a zoom); None: all points
+    ylim: tuple[float, float] | None = None  # BLEU range to show
+
+    def __post_init__(self) -> None:
+        for name, lim in (("xlim", self.xlim), ("ylim", self.ylim)):
+            if lim is not None and not lim[0] < lim[1]:
+                raise ValueError(f"{name} must be (low, high) with low < high, got {lim}")
 
 
 def points_from_scores(records: Sequence[Mapping[str, object]]) -> list[CurvePoint]:
@@ -91,6 +98,10 @@ def plot_curves(
         ax.axhline(p.bleu, linestyle="--", color="gray",
                    label=f"{label}: BLEU {p.bleu:.1f}, AL {p.al:.1f}")  # fmt: skip
     ax.margins(x=0.1, y=0.08)
+    if config.xlim is not None:
+        ax.set_xlim(*config.xlim)
+    if config.ylim is not None:
+        ax.set_ylim(*config.ylim)
     ax.set_xlabel("AL (source words)")
     ax.set_ylabel("BLEU")
     ax.set_title(config.title)

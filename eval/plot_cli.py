@@ -21,6 +21,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "-o", "--output", type=Path, required=True, help="image file, e.g. curve.png"
     )
     parser.add_argument("--title", default=PlotConfig.title, help="figure title")
+    parser.add_argument("--xlim", type=_range, help="AL range to show, e.g. 2.5,4.5 (a zoom)")
+    parser.add_argument("--ylim", type=_range, help="BLEU range to show, e.g. 18,23")
+
+
+def _range(text: str) -> tuple[float, float]:
+    try:
+        low, high = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LOW,HIGH numbers, got {text!r}") from None
+    return low, high
 
 
 def find_runs(dirs: list[Path]) -> list[Path]:
@@ -46,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         records = [read_scores(d) for d in find_runs(args.dirs)]
         points = points_from_scores(records)
-        plot_curves(points, args.output, config=PlotConfig(title=args.title))
+        config = PlotConfig(title=args.title, xlim=args.xlim, ylim=args.ylim)
+        plot_curves(points, args.output, config=config)
     except (FileNotFoundError, ValueError) as e:
         logger.error("%s", e)
         return 2

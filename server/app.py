@@ -43,7 +43,9 @@ class CaptionServer:
         self.config = config
         self.model_name = model_name
         self.instance = secrets.token_hex(4)  # tells server processes apart behind a proxy
-        self.worker = Worker(load, max_batch=config.max_batch)
+        self.worker = Worker(
+            load, max_batch=config.max_batch, batch_window_s=config.batch_window_ms / 1000
+        )
         self.connections: set[Connection] = set()
         self.phase = Phase.LOADING
         self._ids = itertools.count(1)

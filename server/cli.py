@@ -81,6 +81,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="torch threads per process (default: cores / workers)",
     )
     parser.add_argument(
+        "--batch-window-ms",
+        type=float,
+        default=d.batch_window_ms,
+        help="wait up to MS after work arrives for more sessions to batch with (default "
+        f"{d.batch_window_ms:g}: none)",
+    )
+    parser.add_argument(
+        "--switch-interval-ms",
+        type=float,
+        default=0.5,
+        help="Python thread switch interval (default 0.5; CPython's own is 5)",
+    )
+    parser.add_argument(
         "--dtype",
         choices=["float32", "bfloat16"],
         default="float32",
@@ -96,6 +109,7 @@ def config_from_args(args: argparse.Namespace, *, port: int | None = None) -> Se
         token=args.token or None,
         allowed_origins=tuple(args.allowed_origins),
         max_batch=args.max_batch,
+        batch_window_ms=args.batch_window_ms,
         limits=Limits(idle_timeout_s=args.idle_timeout),
     )
 
@@ -121,6 +135,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         load = functools.partial(Engine.load, args.model, dtype=args.dtype)
         name = str(args.model or "default")
+    # The model worker thread runs hundreds of small torch ops per step, each releasing and
+    # re-taking the GIL; with the default 5 ms switch interval a busy event loop makes it wait
+    # up to 5 ms for every one of them (a convoy). A short interval keeps steps fast under load.
+    sys.setswitchinterval(args.switch_interval_ms / 1000)
     return asyncio.run(_serve(config, load, name))
 
 
@@ -192,6 +210,8 @@ def _child_args(args: argparse.Namespace, *, port: int, threads: int) -> list[st
         str(args.max_sessions),
         "--max-batch",
         str(args.max_batch),
+        "--batch-window-ms",
+        str(args.batch_window_ms),
         "--idle-timeout",
         str(args.idle_timeout),
         "--threads",

@@ -34,6 +34,9 @@ class ServerConfig:
     allowed_origins: tuple[str, ...] = ()  # browser Origin values allowed; () = any origin
     limits: Limits = field(default_factory=Limits)
     max_batch: int = 64  # sessions advanced in one batched call; 1 = one session at a time
+    # after work arrives, wait up to this long for more sessions to join the batch (0: never):
+    # fewer, fuller batches under load, at the price of this much latency when idle
+    batch_window_ms: float = 0.0
     # transport cap: frames above this are cut by websockets itself (1009, no `error` first)
     hard_max_bytes: int = 1024 * 1024
     outbox_high_water: int = 256  # pause a session while this many of its messages are unsent
@@ -52,6 +55,8 @@ class ServerConfig:
             raise ValueError(f"max_sessions must be >= 1, got {self.max_sessions}")
         if self.max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {self.max_batch}")
+        if self.batch_window_ms < 0:
+            raise ValueError(f"batch_window_ms must be >= 0, got {self.batch_window_ms}")
         if self.max_beam < 1:
             raise ValueError(f"max_beam must be >= 1, got {self.max_beam}")
         if self.hard_max_bytes < self.limits.max_message_bytes:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import torch
 from simulmt.server.protocol import ProtocolError, SentenceCounter
 
 from simulmt.engine import Engine
@@ -82,7 +83,9 @@ class Worker:
         max_batch: int,
         words_per_turn: int = 32,
         steps_per_turn: int = 1,
+        batch_window_s: float = 0.0,
     ) -> None:
+        self.batch_window_s = batch_window_s
         self._load = load
         self.max_batch = max_batch
         self.steps_per_turn = steps_per_turn  # decoder steps per turn before updates go out
@@ -97,6 +100,10 @@ class Worker:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._loaded = threading.Event()
+        self._continuing: set[int] = set()  # streams given back mid-work by the last turn
+        # torch's thread count is an OpenMP setting of the thread that sets it: a new thread
+        # starts with OpenMP's default (all cores), so the worker applies the caller's setting
+        self._torch_threads = torch.get_num_threads()
 
     # ---- event-loop side ----
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -169,6 +176,7 @@ class Worker:
             logger.debug("event loop closed; dropped a worker result")
 
     def _main(self) -> None:
+        torch.set_num_threads(self._torch_threads)
         try:
             self.engine = self._load()
         except BaseException as exc:  # reported by wait_loaded(), and by /healthz
@@ -183,12 +191,27 @@ class Worker:
                     self._cond.wait()
                 if self._stopping:
                     return
+                self._gather()
                 calls, self._calls = self._calls, []
                 batch = self._take_batch()
             for job in calls:
                 job(self.engine)
             if batch:
                 self._advance(self.engine, batch)
+
+    def _gather(self) -> None:
+        """Batching window (lock held): let more sessions join before a turn starts, unless a
+        session is still mid-work from the last turn (its next step should not wait)."""
+        if self.batch_window_s <= 0 or self._calls or self._continuing & self._pending.keys():
+            return
+        deadline = time.monotonic() + self.batch_window_s
+        while not self._stopping and not self._calls:
+            if sum(not s.paused for s in self._pending.values()) >= self.max_batch:
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._cond.wait(left)
 
     def _runnable(self) -> bool:
         return any(not s.paused for s in self._pending.values())
@@ -241,8 +264,10 @@ class Worker:
         self.stats.batches += 1
         self.stats.sessions_advanced += len(live)
         self.stats.max_batch = max(self.stats.max_batch, len(live))
+        self._continuing = set()
         for stream in live:  # iteration-level batching: unfinished work goes round again
             if stream.session.has_work and not isinstance(results[id(stream)], BaseException):
+                self._continuing.add(id(stream))
                 self._give_back(stream, [])
         deliveries: list[tuple[Callable[[Delivery], None], Delivery]] = []
         for stream, _ in batch:

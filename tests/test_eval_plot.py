@@ -54,3 +54,13 @@ def test_plot_errors(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     assert "no scores.json" in caplog.text
     with pytest.raises(ValueError, match="needs policy, al and bleu"):
         points_from_scores([{"policy": "wait-k:k=1", "bleu": 3.0}])
+
+
+def test_zoomed_plot_and_bad_ranges(tmp_path: Path) -> None:
+    write_synthetic(tmp_path / "runs")
+    out = tmp_path / "zoom.png"
+    assert _run([str(tmp_path / "runs"), "-o", str(out), "--xlim", "2,5", "--ylim", "19,27"]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(SystemExit):
+        _run([str(tmp_path / "runs"), "-o", str(out), "--xlim", "2"])
+    assert _run([str(tmp_path / "runs"), "-o", str(out), "--xlim", "5,2"]) == 2
