@@ -44,7 +44,10 @@ class CaptionServer:
         self.model_name = model_name
         self.instance = secrets.token_hex(4)  # tells server processes apart behind a proxy
         self.worker = Worker(
-            load, max_batch=config.max_batch, batch_window_s=config.batch_window_ms / 1000
+            load,
+            max_batch=config.max_batch,
+            batch_window_s=config.batch_window_ms / 1000,
+            steps_per_turn=config.steps_per_turn,
         )
         self.connections: set[Connection] = set()
         self.phase = Phase.LOADING

@@ -88,6 +88,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"{d.batch_window_ms:g}: none)",
     )
     parser.add_argument(
+        "--steps-per-turn",
+        type=int,
+        default=d.steps_per_turn,
+        help=f"decoder steps per batched turn before updates go out (default {d.steps_per_turn})",
+    )
+    parser.add_argument(
         "--switch-interval-ms",
         type=float,
         default=0.5,
@@ -110,6 +116,7 @@ def config_from_args(args: argparse.Namespace, *, port: int | None = None) -> Se
         allowed_origins=tuple(args.allowed_origins),
         max_batch=args.max_batch,
         batch_window_ms=args.batch_window_ms,
+        steps_per_turn=args.steps_per_turn,
         limits=Limits(idle_timeout_s=args.idle_timeout),
     )
 
@@ -212,6 +219,8 @@ def _child_args(args: argparse.Namespace, *, port: int, threads: int) -> list[st
         str(args.max_batch),
         "--batch-window-ms",
         str(args.batch_window_ms),
+        "--steps-per-turn",
+        str(args.steps_per_turn),
         "--idle-timeout",
         str(args.idle_timeout),
         "--threads",

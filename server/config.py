@@ -37,6 +37,7 @@ class ServerConfig:
     # after work arrives, wait up to this long for more sessions to join the batch (0: never):
     # fewer, fuller batches under load, at the price of this much latency when idle
     batch_window_ms: float = 0.0
+    steps_per_turn: int = 1  # decoder steps per worker turn before updates go out
     # transport cap: frames above this are cut by websockets itself (1009, no `error` first)
     hard_max_bytes: int = 1024 * 1024
     outbox_high_water: int = 256  # pause a session while this many of its messages are unsent
@@ -55,6 +56,8 @@ class ServerConfig:
             raise ValueError(f"max_sessions must be >= 1, got {self.max_sessions}")
         if self.max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {self.max_batch}")
+        if self.steps_per_turn < 1:
+            raise ValueError(f"steps_per_turn must be >= 1, got {self.steps_per_turn}")
         if self.batch_window_ms < 0:
             raise ValueError(f"batch_window_ms must be >= 0, got {self.batch_window_ms}")
         if self.max_beam < 1:

@@ -136,6 +136,58 @@ async def test_concurrent_sessions_equal_each_alone() -> None:
     assert stats.max_batch > 1  # the sessions really were advanced together
 
 
+async def test_batching_window_and_steps_per_turn_keep_outputs() -> None:
+    """A batching window gathers sessions into fuller batches; several decoder steps per
+    turn send updates less often; neither changes what any session outputs."""
+    policies = ["wait-k:k=1", "wait-k:k=3", "full", "wait-k:k=2"]
+    texts = [TEXT, SENTENCES[1], TEXT, " ".join(reversed(SENTENCES[:2]))]
+    config = ServerConfig(
+        port=0, limits=Limits(idle_timeout_s=20), batch_window_ms=30, steps_per_turn=2
+    )
+    async with running(config) as server:
+        logs = await asyncio.gather(
+            *(stream(server, p, t, rate=40) for p, t in zip(policies, texts, strict=True))
+        )
+    for log, policy, text in zip(logs, policies, texts, strict=True):
+        check_stream(log)
+        assert tuple(log.finals()) == reference_finals(policy, text), policy
+    with pytest.raises(ValueError, match="batch_window_ms must be >= 0"):
+        ServerConfig(batch_window_ms=-1)
+    with pytest.raises(ValueError, match="steps_per_turn must be >= 1"):
+        ServerConfig(steps_per_turn=0)
+
+
+@pytest.mark.parametrize(("window_s", "expected_max_batch"), [(0.0, 1), (1.0, 2)])
+async def test_batching_window_gathers_staggered_arrivals(
+    window_s: float, expected_max_batch: int
+) -> None:
+    """Two streams whose words arrive 200 ms apart: without a window the idle worker starts on
+    the first at once; with one, both words go through the same turn."""
+    from simulmt.server.protocol import SentenceCounter
+    from simulmt.server.worker import Op, OpKind, Stream, Worker
+
+    worker = Worker(engine, max_batch=8, batch_window_s=window_s)
+    worker.start(asyncio.get_running_loop())
+    eng = await worker.wait_loaded()
+    got: list[object] = []
+    streams = [
+        Stream(Session(eng, policy="wait-k:k=1"), SentenceCounter(max_words=50, max_tokens=200),
+               got.append)
+        for _ in range(2)
+    ]  # fmt: skip
+    try:
+        worker.submit(streams[0], Op(OpKind.FEED, ("Hallo",)))
+        await asyncio.sleep(0.2)
+        worker.submit(streams[1], Op(OpKind.FEED, ("Hallo",)))
+        for _ in range(100):
+            if len(got) >= 2 and worker.pending_count() == 0:
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        worker.stop()
+    assert worker.stats.max_batch == expected_max_batch
+
+
 async def test_healthz_and_pages() -> None:
     async with running() as server:
         base = f"http://127.0.0.1:{server.port}"
