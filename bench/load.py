@@ -23,10 +23,15 @@ import json
 import random
 import re
 import shlex
+import shutil
+import socket
 import statistics
 import sys
+import tempfile
 import time
 import urllib.request
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -159,31 +164,40 @@ class ServerProcess:
 
 
 async def run_load(
-    server: ServerProcess,
+    servers: list[ServerProcess],
     sentences: list[str],
     *,
     sessions: int,
     duration: float,
     rate: float,
     policy: str,
+    front: str | None = None,
 ) -> RunResult:
-    url = f"ws://127.0.0.1:{server.port}/ws"
+    # several server processes: clients are dealt round-robin, as a least-connections proxy
+    # would for sessions of equal length, or (front=URL) all go through nginx
+    urls = [front] if front else [f"ws://127.0.0.1:{server.port}/ws" for server in servers]
     count = max(1, int(duration * rate))
-    before = server.health()
+    before = [server.health() for server in servers]
     start = time.monotonic()
     logs = await asyncio.gather(
         *(
-            one_client(url, client_words(sentences, i, count), policy=policy, rate=rate)
+            one_client(
+                urls[i % len(urls)], client_words(sentences, i, count), policy=policy, rate=rate
+            )
             for i in range(sessions)
         ),
         return_exceptions=True,
     )
     seconds = time.monotonic() - start
-    after = server.health()
+    after = [server.health() for server in servers]
     ok = [log for log in logs if isinstance(log, StreamLog)]
-    rss, peak = server.memory_mb()
-    batches = after["batches"] - before["batches"]
-    advanced = after["sessions_advanced"] - before["sessions_advanced"]
+    memory = [server.memory_mb() for server in servers]
+    rss, peak = sum(m[0] for m in memory), sum(m[1] for m in memory)
+
+    def total(key: str) -> float:
+        return sum(a[key] - b[key] for a, b in zip(after, before, strict=True))
+
+    batches, advanced = total("batches"), total("sessions_advanced")
     return RunResult(
         sessions=sessions,
         completed=sum(log.close_code == 1000 for log in ok),
@@ -194,7 +208,7 @@ async def run_load(
         rss_mb=rss,
         peak_rss_mb=peak,
         mean_batch=advanced / batches if batches else 0.0,
-        busy=(after["busy_s"] - before["busy_s"]) / seconds,
+        busy=total("busy_s") / seconds / len(servers),  # mean over the processes
         errors=len(logs) - len(ok) + sum(len(log.errors) for log in ok),
     )
 
@@ -206,20 +220,84 @@ def server_argv(args: argparse.Namespace, max_batch: int) -> list[str]:
     return argv + (["--threads", str(args.threads)] if args.threads else [])
 
 
+DEPLOY_CONF = Path(__file__).resolve().parents[1] / "deploy" / "nginx.conf"
+
+
+@asynccontextmanager
+async def nginx_front(backends: list[int]) -> AsyncIterator[str]:
+    """deploy/nginx.conf in front of the backends (least_conn), on a free loopback port."""
+    nginx = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/sbin")
+    if nginx is None:
+        raise SystemExit("--nginx needs Debian's nginx (`apt-get install nginx`)")
+    with tempfile.TemporaryDirectory(prefix="simulmt-nginx-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            listen = int(probe.getsockname()[1])
+        text = DEPLOY_CONF.read_text()
+        servers_block = "".join(
+            f"        server 127.0.0.1:{port} max_fails=2 fail_timeout=10s;\n" for port in backends
+        )
+        text = re.sub(r"(        server 127\.0\.0\.1:\d+ [^\n]*\n)+", servers_block, text, count=1)
+        text = text.replace("listen 8080;", f"listen 127.0.0.1:{listen};")
+        temps = "".join(f"    {k}_temp_path {tmp / k};\n" for k in
+                        ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))  # fmt: skip
+        text = text.replace("http {\n", "http {\n" + temps + "    access_log off;\n", 1)
+        (tmp / "logs").mkdir()
+        conf = tmp / "nginx.conf"
+        conf.write_text(text)
+        proc = await asyncio.create_subprocess_exec(
+            nginx, "-p", str(tmp), "-c", str(conf),
+            "-g", f"daemon off; pid {tmp / 'nginx.pid'}; error_log {tmp / 'error.log'};",
+        )  # fmt: skip
+        try:
+            async with asyncio.timeout(20):
+                while True:
+                    try:
+                        _, writer = await asyncio.open_connection("127.0.0.1", listen)
+                        writer.close()
+                        break
+                    except OSError:
+                        await asyncio.sleep(0.1)
+            yield f"ws://127.0.0.1:{listen}/ws"
+        finally:
+            proc.terminate()
+            await proc.wait()
+
+
+@asynccontextmanager
+async def servers(
+    args: argparse.Namespace, max_batch: int
+) -> AsyncIterator[tuple[list[ServerProcess], str | None]]:
+    """`--processes` server processes, started together, and the nginx URL with --nginx."""
+    async with AsyncExitStack() as stack:
+        procs = [ServerProcess(server_argv(args, max_batch)) for _ in range(args.processes)]
+        await asyncio.gather(*(stack.enter_async_context(p) for p in procs))
+        front = None
+        if args.nginx:
+            front = await stack.enter_async_context(nginx_front([p.port for p in procs]))
+        yield procs, front
+
+
+def label(args: argparse.Namespace, max_batch: int) -> str:
+    return f"max_batch={max_batch} x{args.processes}" + (" via nginx" if args.nginx else "")
+
+
 async def capacity(args: argparse.Namespace, sentences: list[str], max_batch: int) -> int:
     """Largest session count (on the --steps ladder) whose p95 added delay meets the budget."""
     best = 0
     for n in args.steps:
-        async with ServerProcess(server_argv(args, max_batch)) as server:
+        async with servers(args, max_batch) as (procs, front):
             result = await run_load(
-                server,
+                procs,
                 sentences,
                 sessions=n,
                 duration=args.duration,
                 rate=args.rate,
                 policy=args.policy,
+                front=front,
             )
-        print(result.row(f"max_batch={max_batch}"), flush=True)
+        print(result.row(label(args, max_batch)), flush=True)
         if result.completed < n or result.percentile(95) > args.budget_ms:
             break
         best = n
@@ -231,16 +309,17 @@ async def main(args: argparse.Namespace) -> int:
     print(f"policy {args.policy}, {args.rate} words/s per client, {args.duration:g} s each\n")
     print(HEADER, flush=True)
     if not args.capacity:
-        async with ServerProcess(server_argv(args, args.max_batch)) as server:
+        async with servers(args, args.max_batch) as (procs, front):
             result = await run_load(
-                server,
+                procs,
                 sentences,
                 sessions=args.sessions,
                 duration=args.duration,
                 rate=args.rate,
                 policy=args.policy,
+                front=front,
             )
-        print(result.row(f"max_batch={args.max_batch}"))
+        print(result.row(label(args, args.max_batch)))
         return 0 if result.completed == args.sessions else 1
     batched = await capacity(args, sentences, args.max_batch)
     single = await capacity(args, sentences, 1)
@@ -266,6 +345,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, help="torch threads of the server process")
     p.add_argument("--dtype", default="float32", help="server inference precision")
     p.add_argument("--server-args", default="", help="more `simulmt serve` options, one string")
+    p.add_argument(
+        "--processes", type=int, default=1, help="server processes; clients dealt round-robin"
+    )
+    p.add_argument("--nginx", action="store_true", help="clients connect through deploy/nginx.conf")
     p.add_argument("--capacity", action="store_true", help="find capacity, batched vs not")
     p.add_argument(
         "--steps",
