@@ -21,6 +21,8 @@ from simulmt.eval.quality import corpus_quality
 from simulmt.eval.report import PolicyResult, format_table
 from simulmt.eval.sweep import expand_sweep
 
+from simulmt.runtime import DTYPE_NAMES
+
 log = logging.getLogger(__name__)
 
 
@@ -78,7 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     a(
         "--dtype",
-        choices=["float32", "bfloat16"],
+        choices=DTYPE_NAMES,
         default="float32",
         help="inference precision (bfloat16: faster batched steps on AMX/AVX512-BF16 CPUs)",
     )

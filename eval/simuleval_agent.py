@@ -25,6 +25,7 @@ from simuleval.utils import entrypoint
 from simulmt.policies.registry import load_policy
 
 from simulmt.engine import Engine
+from simulmt.runtime import DTYPE_NAMES
 from simulmt.session import Session, advance
 
 __all__ = ["SimulmtAgent"]
@@ -50,7 +51,7 @@ class SimulmtAgent(TextToTextAgent):
         parser.add_argument("--beam", type=int, default=1, help="beam size")
         parser.add_argument(  # SimulEval owns --dtype (fp16/fp32 for its own models)
             "--precision",
-            choices=["float32", "bfloat16"],
+            choices=DTYPE_NAMES,
             default="float32",
             help="simulmt inference precision",
         )

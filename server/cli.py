@@ -22,6 +22,7 @@ from simulmt.server.app import CaptionServer
 from simulmt.server.config import Limits, ServerConfig
 
 from simulmt.engine import Engine
+from simulmt.runtime import DTYPE_NAMES
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--dtype",
-        choices=["float32", "bfloat16"],
+        choices=DTYPE_NAMES,
         default="float32",
         help="inference precision (bfloat16: faster batched steps on AMX/AVX512-BF16 CPUs)",
     )

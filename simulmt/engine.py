@@ -20,6 +20,7 @@ from simulmt.model.config import ModelConfig
 from simulmt.model.layers import append_kv, pack_kv, stack_kv, unstack_kv
 from simulmt.model.state import SourceState
 from simulmt.model.transformer import SimulTransformer
+from simulmt.runtime import DTYPE_NAMES
 from simulmt.search.offline import pad_batch
 from simulmt.search.step import StepRequest, StepResult, run_step
 
@@ -178,7 +179,7 @@ class Engine:
         return out
 
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+DTYPES = dict(zip(DTYPE_NAMES, (torch.float32, torch.bfloat16), strict=True))
 
 
 def inference_dtype(name: str) -> torch.dtype:

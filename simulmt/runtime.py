@@ -16,6 +16,8 @@ import logging
 
 log = logging.getLogger(__name__)
 
+DTYPE_NAMES = ("float32", "bfloat16")  # inference precisions (`Engine.load(dtype=...)`)
+
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 
