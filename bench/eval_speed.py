@@ -1,7 +1,8 @@
 """Wall time of `simulmt eval` vs SimulEval 1.1.4 driving our adapter, on the same set and policy.
 
     .venv/bin/python bench/eval_speed.py --source test.de --reference test.en \\
-        --policy wait-k:k=3 --limit 200 [--model DIR | --tiny] [--batch-size 64] [--threads 1]
+        --policy wait-k:k=3 --limit 200 [--model DIR | --tiny] [--batch-size 256] [--threads 1] \\
+        [--jobs 2] [--simuleval-threads 1]
 
 Both run end to end as subprocesses (model loading included); the report gives the speed
 ratio and whether the two agree: per-sentence outputs and delays, BLEU, AL, LAAL, AP, DAL.
@@ -60,8 +61,15 @@ def main() -> int:
     p.add_argument("--limit", type=int, default=100, help="first N sentences")
     p.add_argument("--model", type=Path, default=None, help="model folder (default: bundled)")
     p.add_argument("--tiny", action="store_true", help="use a random tiny model (smoke test)")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--threads", type=int, default=1, help="torch threads in both runs")
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--threads", type=int, default=1, help="torch threads per simulmt job")
+    p.add_argument("--jobs", type=int, default=1, help="simulmt eval worker processes")
+    p.add_argument(
+        "--simuleval-threads",
+        type=int,
+        default=None,
+        help="torch threads of the SimulEval run (default: --threads x --jobs, the same cores)",
+    )
     p.add_argument("--dtype", default="float32", help="inference precision in both runs")
     args = p.parse_args()
 
@@ -71,7 +79,8 @@ def main() -> int:
     src.write_text("\n".join(args.source.read_text().splitlines()[: args.limit]) + "\n")
     ref.write_text("\n".join(args.reference.read_text().splitlines()[: args.limit]) + "\n")
     model_args = ["--model", str(model)] if model else []
-    env_threads = f"import torch; torch.set_num_threads({args.threads});"
+    se_threads = args.simuleval_threads or args.threads * args.jobs
+    env_threads = f"import torch; torch.set_num_threads({se_threads});"
 
     ours_cmd = [
         str(BIN / "simulmt"),
@@ -90,6 +99,8 @@ def main() -> int:
         str(args.batch_size),
         "--threads",
         str(args.threads),
+        "--jobs",
+        str(args.jobs),
         "--dtype",
         args.dtype,
         *model_args,
@@ -131,7 +142,9 @@ def main() -> int:
         (x.prediction, x.delays) == (y.prediction, y.delays) for x, y in zip(a, b, strict=True)
     )
     print(f"sentences: {len(a)}  policy: {args.policy}  batch: {args.batch_size}", end="")
-    print(f"  threads: {args.threads}  dtype: {args.dtype}")
+    print(f"  jobs: {args.jobs} x {args.threads} thread(s)", end="")
+    print(f"  simuleval threads: {se_threads}", end="")
+    print(f"  dtype: {args.dtype}")
     print(f"simulmt eval : {t_ours:8.1f} s wall (simulation alone {mine['wall_s']:.1f} s)")
     print(f"simuleval    : {t_se:8.1f} s wall")
     print(f"speed ratio  : {t_se / t_ours:8.1f}x")

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from simulmt.model.config import ModelConfig
-from simulmt.model.layers import stack_kv
+from simulmt.model.layers import append_kv, stack_kv
 from simulmt.model.state import BeamState, SourceState
 from simulmt.model.transformer import SimulTransformer
 from simulmt.search.offline import BOS_ID, EOS_ID, NEVER
@@ -30,7 +30,7 @@ K = 3
 
 
 def _grow(cache: torch.Tensor | None, new: torch.Tensor) -> torch.Tensor:
-    """Append positions to a (2L, B, H, T, dh) cache block (the engine's layout)."""
+    """Append positions to a beam's (2L, B, H, T, dh) cache block (as the engine's beams do)."""
     return new if cache is None else torch.cat([cache, new], dim=3)
 
 
@@ -49,17 +49,18 @@ def incremental(model: SimulTransformer, src: torch.Tensor) -> tuple[list[list[i
                 j = len(sources[0].ids)
                 mem, enc_kv = model.encode(src[:, j : j + 1], past=enc_kv, start=j)  # (B, 1, D)
                 new = stack_kv(model.cross_kv(mem))  # (2L, B, H, 1, dh)
-                for s, source in enumerate(sources):
-                    source.cross_kv = _grow(source.cross_kv, new[:, s : s + 1])
+                for s, source in enumerate(sources):  # source caches grow in place, as in
+                    source.cross_kv = append_kv(source.cross_kv, new[:, s : s + 1])  # Engine
                     source.ids.append(int(src[s, j]))
                     source.ends.append(j + 1)
             results = run_step(
                 model, [StepRequest(sources[s], beams[s], len(sources[s].ids)) for s in range(b)]
             )
+            lp = torch.cat([res.log_probs for res in results])  # (B, V), one pick for all
+            lp[:, NEVER + [EOS_ID]] = float("-inf")
+            picks = lp.argmax(dim=-1).tolist()
             for s, (beam, res) in enumerate(zip(beams, results, strict=True)):
-                lp = res.log_probs[0].clone()
-                lp[NEVER + [EOS_ID]] = float("-inf")
-                tok = int(lp.argmax())
+                tok = picks[s]
                 out[s].append(tok)
                 beam.self_kv = _grow(beam.self_kv, res.self_kv)
                 beam.tokens = torch.cat([beam.tokens, torch.tensor([[tok]])], dim=1)
@@ -94,7 +95,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument(
-        "--streams", type=int, nargs="+", default=[1, 16], help="streams decoded together"
+        "--streams", type=int, nargs="+", default=[1, 16, 64], help="streams decoded together"
     )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)

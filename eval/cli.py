@@ -17,6 +17,7 @@ from simulmt.eval.corpus import (
     corpus_latency,
     sentence_latency,
 )
+from simulmt.eval.options import RunConfig
 from simulmt.eval.quality import corpus_quality
 from simulmt.eval.report import PolicyResult, format_table
 from simulmt.eval.sweep import expand_sweep
@@ -70,7 +71,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=EmptyHypothesis.FULL_LATENCY.value,
         help="latency of empty hypotheses: full-latency (default: |X|) or skip (SimulEval)",
     )
-    a("--batch-size", type=int, default=64, help="sentences in flight together (default 64)")
+    a(
+        "--batch-size",
+        type=int,
+        default=RunConfig.batch_size,
+        help=f"sentences in flight together, per job (default {RunConfig.batch_size})",
+    )
+    a(
+        "--jobs",
+        type=int,
+        default=1,
+        help="worker processes, each simulating every N-th line (Linux; default 1); "
+        "with --threads 1, one job per CPU core is fastest",
+    )
     a("--limit", type=int, default=None, help="only the first N sentences")
     a(
         "--threads",
@@ -107,7 +120,7 @@ def policy_dir_name(spec: str) -> str:
 
 
 def _check_counts(args: argparse.Namespace) -> None:
-    for name in ("beam", "batch_size", "limit", "threads"):
+    for name in ("beam", "batch_size", "jobs", "limit", "threads"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
@@ -147,8 +160,10 @@ def run(args: argparse.Namespace) -> int:
         print(format_table(results))
         for r in results:
             for label, g in (r.groups or {}).items():
-                print(f"  {r.policy} [{label}] BLEU {g['bleu']:.2f} chrF {g['chrf']:.2f} "
-                      f"AL {_fmt(g['al'])} ({g['sentences']} sentences)")
+                print(
+                    f"  {r.policy} [{label}] BLEU {g['bleu']:.2f} chrF {g['chrf']:.2f} "
+                    f"AL {_fmt(g['al'])} ({g['sentences']} sentences)"
+                )
     return 0
 
 
@@ -168,8 +183,13 @@ def _group_scores(
         idx = [i for i, lab in enumerate(labels) if lab == label]
         quality = corpus_quality([stats[i].prediction for i in idx], [references[i] for i in idx])
         lat = corpus_latency([sentences[i] for i in idx], config)
-        out[label] = {"bleu": quality.bleu, "chrf": quality.chrf, "al": lat.al,
-                      "laal": lat.laal, "sentences": len(idx)}
+        out[label] = {
+            "bleu": quality.bleu,
+            "chrf": quality.chrf,
+            "al": lat.al,
+            "laal": lat.laal,
+            "sentences": len(idx),
+        }
     return out
 
 
@@ -182,7 +202,7 @@ def _evaluate_all(
     labels: list[str] | None = None,
 ) -> list[PolicyResult]:
     from simulmt.eval.instances import write_run
-    from simulmt.eval.runner import RunConfig, simulate
+    from simulmt.eval.runner import simulate
     from simulmt.policies.registry import load_policy
     from tqdm import tqdm
 
@@ -190,7 +210,7 @@ def _evaluate_all(
 
     for spec in specs:
         load_policy(spec)  # fail on a bad spec before loading the model
-    run_config = RunConfig(beam=args.beam, batch_size=args.batch_size)
+    run_config = RunConfig(beam=args.beam, batch_size=args.batch_size, jobs=args.jobs)
     if args.threads is not None:
         import torch
 

@@ -15,12 +15,15 @@ delays count the line's words, compute times add up, the prediction is their tex
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import multiprocessing.connection
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from simulmt.eval.corpus import SentenceStats
-from simulmt.policies.base import CommitMode
+from simulmt.eval.options import RunConfig
+from simulmt.policies.base import CommitMode, Policy
 from simulmt.policies.registry import load_policy
 
 from simulmt.engine import Engine
@@ -30,18 +33,6 @@ from simulmt.updates import Update
 __all__ = ["RunConfig", "Simulation", "simulate"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    beam: int = 1  # greedy, the usual simultaneous setting; >1 runs the online beam search
-    batch_size: int = 64  # lines in flight together; bigger batches amortize per-step overhead
-
-    def __post_init__(self) -> None:
-        if self.beam < 1:
-            raise ValueError(f"beam must be >= 1, got {self.beam}")
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
 
 
 @dataclass
@@ -135,7 +126,7 @@ def _per_word(line: int, update: Update, n_words: int) -> tuple[tuple[int, ...],
 
 def _run_pool(
     engine: Engine,
-    policy: str,
+    policy: Policy,
     tracks: Sequence[_Track],
     config: RunConfig,
     progress: Callable[[int], None] | None,
@@ -153,7 +144,10 @@ def _run_pool(
             track = next(todo, None)
             if track is None:
                 break
-            active.append((track, Session(engine, policy=policy, beam=config.beam)))
+            session = Session(
+                engine, policy=policy, beam=config.beam, tentative=track.record_displays
+            )
+            active.append((track, session))
         if not active:
             return sorted(done, key=lambda st: st.index)
         for track, session in active:
@@ -196,13 +190,95 @@ def simulate(
     for i, src in enumerate(sources):
         if not src.split():
             raise ValueError(f"source line {i + 1} is empty: every sentence needs >= 1 word")
-    retranslation = load_policy(policy).mode is CommitMode.RETRANSLATION
+    loaded = load_policy(policy)  # once: policies are stateless, every session shares it
+    retranslation = loaded.mode is CommitMode.RETRANSLATION
     start, compute_before = time.perf_counter(), engine.compute_ms
     tracks = [
         _Track(i, src.split(), ref.strip(), retranslation)
         for i, (src, ref) in enumerate(zip(sources, references, strict=True))
     ]
-    stats = _run_pool(engine, policy, tracks, config, progress)
+    jobs = min(config.jobs, len(tracks))
+    if jobs > 1 and "fork" not in multiprocessing.get_all_start_methods():
+        log.warning("--jobs needs fork (Linux); running %d lines in one process", len(tracks))
+        jobs = 1
+    if jobs > 1:
+        stats, compute_ms = _run_forked(engine, loaded, tracks, config, progress, jobs)
+    else:
+        stats = _run_pool(engine, loaded, tracks, config, progress)
+        compute_ms = engine.compute_ms - compute_before
     wall = time.perf_counter() - start
-    log.debug("%s: %d sentences in %.1f s", policy, len(stats), wall)
-    return Simulation(stats, wall, engine.compute_ms - compute_before)
+    log.debug("%s: %d sentences in %.1f s (%d jobs)", policy, len(stats), wall, jobs)
+    return Simulation(stats, wall, compute_ms)
+
+
+def _run_forked(
+    engine: Engine,
+    policy: Policy,
+    tracks: Sequence[_Track],
+    config: RunConfig,
+    progress: Callable[[int], None] | None,
+    jobs: int,
+) -> tuple[list[SentenceStats], float]:
+    """Split the lines round-robin over `jobs` forked processes (they share the loaded
+    weights copy-on-write and keep the caller's torch thread count); each runs `_run_pool`
+    on its share and sends back progress, then its results. A session never crosses
+    processes, so every line is simulated exactly as in one process."""
+    ctx = multiprocessing.get_context("fork")
+    workers = []
+    for j in range(jobs):
+        receive, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(
+            target=_worker,
+            args=(engine, policy, tracks[j::jobs], config, send),
+            name=f"simulmt-eval-{j}",
+            daemon=True,
+        )
+        proc.start()
+        send.close()  # the child holds the only writer: EOF here means the child is gone
+        workers.append((proc, receive))
+    stats: list[SentenceStats] = []
+    compute_ms = 0.0
+    try:
+        for j, (proc, receive) in enumerate(workers):
+            while True:
+                try:
+                    kind, payload = receive.recv()
+                except EOFError:
+                    proc.join()
+                    raise RuntimeError(
+                        f"evaluation job {j} ended without results (exit code {proc.exitcode})"
+                    ) from None
+                if kind == "progress":
+                    if progress is not None:
+                        progress(payload)
+                elif kind == "error":
+                    raise RuntimeError(f"evaluation job {j} failed: {payload}")
+                else:
+                    job_stats, job_ms = payload
+                    stats += job_stats
+                    compute_ms += job_ms
+                    break
+    finally:
+        for proc, receive in workers:
+            receive.close()
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.terminate()
+    return sorted(stats, key=lambda st: st.index), compute_ms
+
+
+def _worker(
+    engine: Engine,
+    policy: Policy,
+    tracks: Sequence[_Track],
+    config: RunConfig,
+    send: multiprocessing.connection.Connection,
+) -> None:
+    try:
+        before = engine.compute_ms
+        stats = _run_pool(engine, policy, tracks, config, lambda n: send.send(("progress", n)))
+        send.send(("done", (stats, engine.compute_ms - before)))
+    except BaseException as e:  # reported to the parent, which raises it
+        send.send(("error", f"{type(e).__name__}: {e}"))
+    finally:
+        send.close()

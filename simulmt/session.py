@@ -59,13 +59,17 @@ class Session:
         options: SearchOptions | None = None,
         limits: SessionLimits = SessionLimits(),
         clock: Callable[[], float] = time.monotonic,
+        tentative: bool = True,
     ) -> None:
+        """`tentative=False`: updates carry committed words only (no tentative tail is
+        detokenized), for consumers that never show it (evaluation, subtitle files)."""
         self.engine = engine
         self.policy = load_policy(policy) if isinstance(policy, str) else policy
         opts = options or SearchOptions(beam=beam)
         self.search = OnlineSearch(self.policy, opts, engine.tokenizer)
         self.limits = limits
         self.clock = clock
+        self.tentative = tentative
         self.sentences: list[_Sentence] = []  # [0] is being decoded; later ones wait
         self.stream: StreamState | None = None
         self.encoded = 0  # words of sentences[0] already encoded
@@ -191,11 +195,18 @@ class Session:
             st.words += tok.decode(st.committed[st.decoded_tokens : st.complete_tokens]).split()
             st.decoded_tokens = st.complete_tokens
         new_words = st.words[st.shown_words :]
-        tail_ids = tuple(st.committed[st.decoded_tokens :] + st.beam.best()[len(st.committed) :])
-        if not new_words and not st.done and tail_ids == st.shown_tail:
-            return
+        if not self.tentative:
+            if not new_words and not st.done:
+                return
+            tail_ids: tuple[int, ...] = ()
+        else:
+            tail_ids = tuple(
+                st.committed[st.decoded_tokens :] + st.beam.best()[len(st.committed) :]
+            )
+            if not new_words and not st.done and tail_ids == st.shown_tail:
+                return
         st.shown_tail = tail_ids
-        tentative = "" if st.done else tok.decode(list(tail_ids))
+        tentative = "" if st.done or not tail_ids else tok.decode(list(tail_ids))
         if tentative and st.words:
             tentative = " " + tentative
         if not new_words and tentative == st.shown_tentative and not st.done:

@@ -141,6 +141,33 @@ def test_continuous_batching_equals_one_line_at_a_time(policy: str) -> None:
     assert [(s.prediction, s.delays) for s in pooled] == [(s.prediction, s.delays) for s in alone]
 
 
+@pytest.mark.parametrize("policy", ["wait-k:k=2", "full"])
+def test_jobs_give_what_one_process_gives(policy: str) -> None:
+    """Lines spread over 2 forked processes: the same outputs, delays and order as one process,
+    progress for every line, and the workers' compute time is counted."""
+    engine = Engine.tiny(seed=0)
+    refs = ["x"] * len(LINES)
+    alone = simulate(engine, policy, LINES, refs, config=SERIAL)
+    done: list[int] = []
+    forked = simulate(engine, policy, LINES, refs, config=RunConfig(jobs=2), progress=done.append)
+    assert [s.index for s in forked.stats] == list(range(len(LINES)))
+    assert [(s.prediction, s.delays, s.source) for s in forked.stats] == [
+        (s.prediction, s.delays, s.source) for s in alone.stats
+    ]
+    assert sum(done) == len(LINES)
+    assert forked.compute_ms > 0
+
+
+def test_a_failing_job_says_why() -> None:
+    engine = Engine.tiny(seed=0)
+    too_long = " ".join(["Donaudampfschifffahrtsgesellschaft"] * 119)  # > max_len tokens
+    lines = [LINES[0], too_long, LINES[1]]
+    with pytest.raises(ValueError, match="longer than 512 tokens"):
+        simulate(engine, "wait-k:k=2", lines, ["x"] * 3, config=SERIAL)
+    with pytest.raises(RuntimeError, match="job 1 failed: ValueError: .*longer than 512 tokens"):
+        simulate(engine, "wait-k:k=2", lines, ["x"] * 3, config=RunConfig(jobs=2))
+
+
 def test_bfloat16_engine_runs_in_bfloat16(files: Path) -> None:
     engine = Engine.load(files / "model", dtype="bfloat16")
     assert engine.model.dtype is torch.bfloat16
@@ -165,6 +192,8 @@ def test_bad_input_is_explained(engine: Engine) -> None:
         simulate(engine, "wait-k:k=1", ["a b", "c"], ["x"])
     with pytest.raises(ValueError, match="batch_size"):
         RunConfig(batch_size=0)
+    with pytest.raises(ValueError, match="jobs must be >= 1, got 0"):
+        RunConfig(jobs=0)
 
 
 def _simulmt(*args: str) -> subprocess.CompletedProcess[str]:
@@ -178,6 +207,7 @@ def test_eval_cli_json_output_and_plot(files: Path, tmp_path: Path) -> None:
         "eval", "--policy", "full", "--sweep", "wait-k:k=1,3", "--source", str(files / "src.txt"),
         "--reference", str(files / "ref.txt"), "--model", str(files / "model"),
         "--output", str(out), "--json", "--threads", "1", "--no-progress", "--batch-size", "1",
+        "--jobs", "2",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in proc.stdout.splitlines()]

@@ -45,8 +45,10 @@ def chunked(words: list[str], cuts: list[int]) -> list[str]:
     return out
 
 
-def run_stream(policy: str, text: str, cuts: list[int], beam: int = 1) -> list[Update]:
-    s = Session(ENGINE, policy=policy, beam=beam)
+def run_stream(
+    policy: str, text: str, cuts: list[int], beam: int = 1, *, tentative: bool = True
+) -> list[Update]:
+    s = Session(ENGINE, policy=policy, beam=beam, tentative=tentative)
     ups: list[Update] = []
     for chunk in chunked(text.split(), cuts):
         ups += s.push(chunk)
@@ -84,6 +86,30 @@ def check_guarantees(ups: list[Update], text: str) -> None:
 def test_session_guarantees(policy: str, sents: list[str], cuts: list[int], beam: int) -> None:
     text = " ".join(sents)
     check_guarantees(run_stream(policy, text, cuts, beam), text)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(POLICIES),
+    st.lists(st.sampled_from(SENTENCES), min_size=1, max_size=2),
+    st.lists(st.integers(1, 4), min_size=1, max_size=10),
+)
+def test_committed_only_updates_commit_the_same(
+    policy: str, sents: list[str], cuts: list[int]
+) -> None:
+    """`tentative=False` (what the evaluator uses) changes what is shown, never what is
+    committed, when, or with which delays."""
+    text = " ".join(sents)
+    full = run_stream(policy, text, cuts)
+    bare = run_stream(policy, text, cuts, tentative=False)
+    check_guarantees(bare, text)
+    assert all(u.tentative == "" for u in bare)
+
+    def committed(ups: list[Update]) -> list[tuple[int, str, tuple[int, ...]]]:
+        return [(u.sentence_id, u.committed_delta, u.delays) for u in ups if u.committed_delta]
+
+    assert committed(bare) == committed(full)
+    assert [u.text for u in bare if u.final] == [u.text for u in full if u.final]
 
 
 def _reference(text: str, k: int) -> str:

@@ -51,6 +51,12 @@ def expand(
     masks tokens that may not come next."""
     vocab = step.log_probs.shape[1]
     penalty = _penalty(vocab, allow_eos)  # (V,) 0 or -inf: one add instead of masked writes
+    if opts.beam == 1 and beam.size == 1 and forbid is None and beam.length < max_len:
+        lp1 = step.log_probs[0] + penalty  # (V,)
+        tok = int(lp1.argmax())
+        if tok != EOS_ID:  # greedy: the general path would keep exactly this token
+            _advance(beam, [0], [tok], lp1.view(1, vocab), step)
+            return
     if forbid is not None:
         penalty = penalty.masked_fill(forbid, float("-inf"))
     lp = step.log_probs + penalty  # (Bm, V)

@@ -61,11 +61,17 @@ class OnlineSearch:
         st.words_read += 1
         truncate(st.beam, len(st.committed))  # speculative tokens saw less source: redo them
 
-    def commit(self, st: StreamState, tokens: list[int]) -> None:
+    def commit(self, st: StreamState, tokens: list[int], *, agreed: bool = False) -> None:
+        """Commit `tokens`. `agreed`: every active hypothesis already continues with them, so
+        only completed hypotheses need pruning."""
         for tok in tokens:
             if self.tokenizer.is_word_start(tok) and st.committed:
                 st.complete_tokens = len(st.committed)
             st.committed.append(tok)
+        if agreed:
+            if st.beam.complete:
+                _prune_to_prefix(st.beam, st.committed, active=False)
+            return
         _prune_to_prefix(st.beam, st.committed)
 
     # ---- planning ------------------------------------------------------------------
@@ -126,9 +132,13 @@ class OnlineSearch:
         depth = beam.length - c
         if depth < 1 or beam.size == 0:
             return False
+        if beam.size == 1:
+            self.commit(st, [int(beam.tokens[0, c + 1])], agreed=True)
+            return True
         column = beam.tokens[:, c + 1]  # (Bm,)
-        if bool((column == column[0]).all()) or depth >= self.opts.lookahead:
-            self.commit(st, [int(column[0])])
+        agree = bool((column == column[0]).all())
+        if agree or depth >= self.opts.lookahead:
+            self.commit(st, [int(column[0])], agreed=agree)
             return True
         return False
 
@@ -220,10 +230,11 @@ def _signals(policy: Policy, res: StepResult) -> ModelSignals:
     )
 
 
-def _prune_to_prefix(beam: BeamState, committed: list[int]) -> None:
-    """Drop hypotheses (active and complete) that disagree with the committed tokens."""
+def _prune_to_prefix(beam: BeamState, committed: list[int], *, active: bool = True) -> None:
+    """Drop hypotheses (active, unless `active` is False, and complete) that disagree with the
+    committed tokens."""
     c = len(committed)
-    if beam.size and beam.length >= c:
+    if active and beam.size and beam.length >= c:
         want = torch.tensor(committed, dtype=torch.long)
         ok = (beam.tokens[:, 1 : c + 1] == want).all(dim=1)  # (Bm,)
         if not bool(ok.all()):

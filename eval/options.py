@@ -1,0 +1,20 @@
+"""Options of a test-set simulation (no heavy imports: the CLI reads its defaults)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["RunConfig"]
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    beam: int = 1  # greedy, the usual simultaneous setting; >1 runs the online beam search
+    batch_size: int = 256  # lines in flight together (per job); amortizes per-step overhead
+    jobs: int = 1  # worker processes, each simulating every jobs-th line (fork, Linux)
+
+    def __post_init__(self) -> None:
+        for name in ("beam", "batch_size", "jobs"):
+            value = getattr(self, name)
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
