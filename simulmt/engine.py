@@ -162,7 +162,7 @@ class Engine:
                 2 * cfg.enc_layers, 1, cfg.n_heads, 0, cfg.head_dim, dtype=self.model.dtype
             )
             blocks = [empty if s.enc_kv is None else s.enc_kv for s in sources]
-            past = unstack_kv(pack_kv(blocks, p + t, fresh=True))  # (B, H, P+T, dh) each
+            past = unstack_kv(pack_kv(blocks, p + t, room=t))  # (B, H, P+T, dh) each
         memory, new_kv = self.model.encode_ragged(src, lengths, past, past_lengths)
         enc = stack_kv(new_kv)  # (2L_enc, B, H, T, dh)
         cross = stack_kv(self.model.cross_kv(memory))  # (2L_dec, B, H, T, dh)

@@ -20,19 +20,29 @@ def stack_kv(kv: list[KV]) -> torch.Tensor:
     return torch.stack([t for pair in kv for t in pair])
 
 
-def pack_kv(blocks: Sequence[torch.Tensor], width: int, *, fresh: bool = False) -> torch.Tensor:
-    """Blocks (2L, rows_r, H, T_r, dh) -> one zero-padded (2L, N, H, width, dh), N = sum of
-    rows: one fill and one copy per block (F.pad then torch.cat would copy twice). `fresh`:
-    always a new tensor (the caller writes into it), never one of the blocks itself."""
-    if len(blocks) == 1 and blocks[0].shape[3] == width and not fresh:
+def pack_kv(blocks: Sequence[torch.Tensor], width: int, *, room: int = 0) -> torch.Tensor:
+    """Blocks (2L, rows_r, H, T_r, dh) -> one (2L, N, H, width, dh), N = sum of rows, each
+    block's positions first and zeros after them (masked padding must be finite).
+
+    `room`: the last `room` positions are left unset, for the caller to fill before anything
+    reads them (new K/V written in place); then the result is always a new tensor.
+    One copy per block and no fill where nothing is padded: equal-length blocks are one
+    `torch.cat`; otherwise only each block's padding is zeroed, not the whole buffer."""
+    fill = width - room  # positions that must hold real values or zeros
+    if len(blocks) == 1 and blocks[0].shape[3] == width and room == 0:
         return blocks[0]
+    if room == 0 and all(b.shape[3] == width for b in blocks):
+        return torch.cat(list(blocks), dim=1)  # a new tensor: one op, no fill
     first = blocks[0]
     n = sum(b.shape[1] for b in blocks)
-    out = first.new_zeros(first.shape[0], n, first.shape[2], width, first.shape[4])
+    out = first.new_empty(first.shape[0], n, first.shape[2], width, first.shape[4])
     row = 0
     for b in blocks:
-        out[:, row : row + b.shape[1], :, : b.shape[3]] = b
-        row += b.shape[1]
+        rows, t = b.shape[1], b.shape[3]
+        out[:, row : row + rows, :, :t] = b
+        if t < fill:
+            out[:, row : row + rows, :, t:fill] = 0
+        row += rows
     return out
 
 

@@ -102,7 +102,7 @@ def _gather_self(
         if req.lookahead:
             block = torch.cat([block, block[:, :1]], dim=1)  # (2L, Bm+1, H, P_r, dh)
         blocks.append(block)
-    return pack_kv(blocks, p_max + 1, fresh=True)  # (2L, N, H, P+1, dh), last slot free
+    return pack_kv(blocks, p_max + 1, room=1)  # (2L, N, H, P+1, dh), last slot free
 
 
 def _gather_cross(requests: Sequence[StepRequest], s_max: int) -> list[KV]:
