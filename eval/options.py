@@ -10,7 +10,7 @@ __all__ = ["RunConfig"]
 @dataclass(frozen=True)
 class RunConfig:
     beam: int = 1  # greedy, the usual simultaneous setting; >1 runs the online beam search
-    batch_size: int = 256  # lines in flight together (per job); amortizes per-step overhead
+    batch_size: int = 512  # lines in flight together (per job); amortizes per-step overhead
     jobs: int = 1  # worker processes, each simulating every jobs-th line (fork, Linux)
 
     def __post_init__(self) -> None:

@@ -136,7 +136,10 @@ def _run_pool(
     next word at once (it never waits for slower neighbours), and a finished line's slot is
     refilled with the next line. Each session still sees exactly the live-stream order: one
     word, then model work until it waits, then the next word."""
-    todo = iter(tracks)
+    # Longest lines first: a line needs as many iterations as it has steps, so a long line
+    # started late would leave a tail of iterations with a nearly empty batch. Every session
+    # is independent, so the order changes nothing but the time.
+    todo = iter(sorted(tracks, key=lambda t: -len(t.words)))
     active: list[tuple[_Track, Session]] = []
     done: list[SentenceStats] = []
     while True:
