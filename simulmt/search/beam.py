@@ -51,12 +51,17 @@ def expand(
     masks tokens that may not come next."""
     vocab = step.log_probs.shape[1]
     penalty = _penalty(vocab, allow_eos)  # (V,) 0 or -inf: one add instead of masked writes
-    if opts.beam == 1 and beam.size == 1 and forbid is None and beam.length < max_len:
-        lp1 = step.log_probs[0] + penalty  # (V,)
-        tok = int(lp1.argmax())
-        if tok != EOS_ID:  # greedy: the general path would keep exactly this token
-            _advance(beam, [0], [tok], lp1.view(1, vocab), step)
-            return
+    if (
+        opts.beam == 1
+        and beam.size == 1
+        and step.top is not None
+        and step.top != EOS_ID
+        and forbid is None
+        and step.attention is None
+        and beam.length < max_len
+    ):  # greedy, and the best token is not EOS: the general path would keep exactly it
+        _advance_one(beam, step.top, step.top_log_prob, step)
+        return
     if forbid is not None:
         penalty = penalty.masked_fill(forbid, float("-inf"))
     lp = step.log_probs + penalty  # (Bm, V)
@@ -134,6 +139,14 @@ def _advance(
                 old = torch.nn.functional.pad(old, (0, row.shape[2] - old.shape[2]))
             row = torch.cat([old, row], dim=1)  # (Bm, T, S)
         beam.attn = row.index_select(0, torch.tensor(parents, dtype=torch.long))  # (Bm', T, S)
+
+
+def _advance_one(beam: BeamState, token: int, log_prob: float, step: StepResult) -> None:
+    """`_advance` for one hypothesis extended by `token`, without candidate tensors."""
+    beam.tokens = torch.cat([beam.tokens, torch.tensor([[token]])], dim=1)  # (1, T+1)
+    beam.token_lp = torch.cat([beam.token_lp, torch.tensor([[log_prob]])], dim=1)  # (1, T)
+    kv = step.self_kv  # (2L, 1, H, 1, dh)
+    beam.self_kv = kv if beam.self_kv is None else torch.cat([beam.self_kv, kv], dim=3)
 
 
 def finished(beam: BeamState, opts: SearchOptions, src_len: int) -> bool:

@@ -7,6 +7,7 @@ of different lengths and sources of different lengths are padded and masked.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ import torch
 from simulmt.model.layers import KV, pack_kv, stack_kv, unstack_kv
 from simulmt.model.state import BeamState, SourceState
 from simulmt.model.transformer import SimulTransformer, prefill_kv
+from simulmt.search.offline import NEVER
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,10 @@ class StepResult:
     state: torch.Tensor  # (Bm, D)
     attention: torch.Tensor | None  # (Bm, S)
     lookahead_log_probs: torch.Tensor | None  # (V,)
+    # single-hypothesis beams: the most probable writable token (EOS included) and its
+    # log-probability, picked for the whole batch at once (the greedy search's fast path)
+    top: int | None = None
+    top_log_prob: float = 0.0
 
 
 @torch.no_grad()
@@ -72,6 +78,14 @@ def run_step(model: SimulTransformer, requests: Sequence[StepRequest]) -> list[S
         room=past is not None,
     )
     return _split(requests, rows, out.log_probs, out.self_kv, out.state, out.attention)
+
+
+@functools.lru_cache(maxsize=4)
+def _never_penalty(vocab: int) -> torch.Tensor:
+    """(V,) -inf for the ids a decoder never writes, else 0."""
+    pen = torch.zeros(vocab)
+    pen[NEVER] = float("-inf")
+    return pen
 
 
 # Batch gathering works per request, not per row or per layer: a request's K/V of all layers
@@ -126,6 +140,8 @@ def _split(
     state: torch.Tensor,
     attention: torch.Tensor | None,
 ) -> list[StepResult]:
+    best_lp, best = (log_probs + _never_penalty(log_probs.shape[1])).max(dim=1)  # (N,) each
+    tops, top_lps = best.tolist(), best_lp.tolist()
     results = []
     start = 0
     for req in requests:
@@ -142,6 +158,8 @@ def _split(
                 state=state[sl],
                 attention=attn,
                 lookahead_log_probs=look,
+                top=tops[start] if n == 1 else None,
+                top_log_prob=top_lps[start],
             )
         )
         start += n + (1 if req.lookahead else 0)
