@@ -241,11 +241,14 @@ def _run_forked(
         workers.append((proc, receive))
     stats: list[SentenceStats] = []
     compute_ms = 0.0
+    pending = {receive: (j, proc) for j, (proc, receive) in enumerate(workers)}
     try:
-        for j, (proc, receive) in enumerate(workers):
-            while True:
+        while pending:  # whichever job speaks next: progress stays live for all of them
+            for conn in multiprocessing.connection.wait(list(pending)):
+                assert isinstance(conn, multiprocessing.connection.Connection)
+                j, proc = pending[conn]
                 try:
-                    kind, payload = receive.recv()
+                    kind, payload = conn.recv()
                 except EOFError:
                     proc.join()
                     raise RuntimeError(
@@ -260,7 +263,7 @@ def _run_forked(
                     job_stats, job_ms = payload
                     stats += job_stats
                     compute_ms += job_ms
-                    break
+                    del pending[conn]
     finally:
         for proc, receive in workers:
             receive.close()
