@@ -158,6 +158,37 @@ def test_export_and_load_as_engine(data_dir: Path, tmp_path: Path) -> None:
         Engine.load(tmp_path / "nowhere")
 
 
+def test_warm_start_from_model_folder(data_dir: Path, tmp_path: Path) -> None:
+    Trainer(tiny_config(data_dir, tmp_path / "run", max_steps=6)).run()
+    export(tmp_path / "run", tmp_path / "model")
+    shipped = load_checkpoint(tmp_path / "model" / "model.pt")["model"]
+    warm = Trainer(
+        tiny_config(data_dir, tmp_path / "warm", max_steps=2, init_from=str(tmp_path / "model"))
+    )
+    assert warm.progress.step == 0  # fresh optimizer and schedule
+    for name, value in warm.model.state_dict().items():
+        assert torch.equal(value, shipped[name].float()), name
+    assert warm.run().step == 2
+    # --resume of the warm run takes precedence over init_from
+    again = Trainer(
+        tiny_config(data_dir, tmp_path / "warm", max_steps=3, init_from=str(tmp_path / "model")),
+        resume=True,
+    )
+    assert again.progress.step == 2
+    wider = tiny_config(data_dir, tmp_path / "w2", init_from=str(tmp_path / "model"))
+    wider = wider.override(["model.d_ff=128"])
+    with pytest.raises(CheckpointError, match="differs from the training config"):
+        Trainer(wider)
+    other = tmp_path / "other-corpus"
+    other.mkdir()
+    for f in data_dir.iterdir():
+        (other / f.name).write_bytes(f.read_bytes())
+    texts = [x for p in _tiny_pairs() for x in p] + ["Zusätzliche Sätze ändern die Stücke ."] * 20
+    train_tokenizer(texts, other, vocab_size=200, seed=0)  # same size, other pieces
+    with pytest.raises(CheckpointError, match="tokenizer differs"):
+        Trainer(tiny_config(other, tmp_path / "w3", init_from=str(tmp_path / "model")))
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

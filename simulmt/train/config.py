@@ -20,6 +20,10 @@ class TrainConfig:
     src: str = "de"
     tgt: str = "en"
     model: ModelConfig = field(default_factory=ModelConfig)
+    # warm start: weights of a model folder (`simulmt export`) or checkpoint to begin from, with a
+    # fresh optimizer and schedule (continue a released model, fine-tune on new data); --resume
+    # of an existing run takes precedence. Architecture and tokenizer must match.
+    init_from: Path | None = None
     # multi-path wait-k (Elbayad et al. 2020): k drawn per batch; 0 = full sentence (twice, so
     # the full-sentence path that anchors quality gets ~1/6 of the batches)
     wait_k: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 9, 11, 0, 0)
@@ -47,6 +51,7 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["data"], d["out"] = str(self.data), str(self.out)
+        d["init_from"] = str(self.init_from) if self.init_from else None
         d["wait_k"], d["betas"] = list(self.wait_k), list(self.betas)
         return d
 
@@ -87,8 +92,8 @@ def _build(cls: type[TrainConfig], data: dict[str, Any], **extra: Any) -> TrainC
 
 
 def _coerce(tp: Any, value: Any) -> Any:
-    if tp is Path:
-        return Path(value)
+    if tp is Path or tp == Path | None:
+        return Path(value) if value is not None else None
     if typing.get_origin(tp) is tuple:
         return tuple(value)
     return value
@@ -108,6 +113,8 @@ def parse_value(cls: type, name: str, text: str) -> Any:
         (elem, *_) = typing.get_args(tp)
         return tuple(elem(x) for x in text.split(",") if x)
     if isinstance(tp, types.UnionType):
+        if type(None) in typing.get_args(tp) and text.lower() in ("", "none"):
+            return None
         tp = typing.get_args(tp)[0]
     try:
         return tp(text)

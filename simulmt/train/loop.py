@@ -24,7 +24,12 @@ from tqdm import tqdm
 
 from simulmt.data.corpus import read_parallel
 from simulmt.data.tokenizer import Tokenizer
-from simulmt.model.checkpoint import load_checkpoint, save_checkpoint
+from simulmt.model.checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    model_from_checkpoint,
+    save_checkpoint,
+)
 from simulmt.model.transformer import SimulTransformer
 from simulmt.search.offline import greedy_decode
 from simulmt.train.batches import Batch, Example, bucket_batches, collate, make_examples
@@ -110,6 +115,8 @@ class Trainer:
         self.progress = Progress()
         if resume and (cfg.out / "last.pt").exists():
             self._restore(cfg.out / "last.pt")
+        elif cfg.init_from is not None:
+            self._warm_start(cfg.init_from)
         log.info(
             "model %.1fM parameters, %d training pairs in %d batches, device %s, world %d",
             self.model.num_parameters() / 1e6,
@@ -151,6 +158,24 @@ class Trainer:
         torch.set_rng_state(data["rng"])
         self.progress = Progress(**data["progress"])
         log.info("resumed from %s at step %d", path, self.progress.step)
+
+    def _warm_start(self, source: Path) -> None:
+        """Begin from the weights of a model folder or checkpoint; optimizer and schedule fresh."""
+        path = source / "model.pt" if source.is_dir() else source
+        data = load_checkpoint(path)
+        if dict(data["model_config"]) != self.cfg.model.to_dict():
+            raise CheckpointError(
+                f"init_from {path}: its model config {data['model_config']} differs from the "
+                f"training config's model {self.cfg.model.to_dict()}; set [model] to match"
+            )
+        if data.get("tokenizer") not in (None, self.tok.to_bytes()):
+            raise CheckpointError(
+                f"init_from {path}: its tokenizer differs from {self.cfg.data / 'spm.model'}; "
+                "copy the model's spm.model into the corpus folder (ids would not match)"
+            )
+        self.model.load_state_dict(model_from_checkpoint(path, data).state_dict())
+        self.model.train()
+        log.info("warm start from %s (%s)", path, data.get("meta", {}).get("name", "checkpoint"))
 
     def save(self, *, best: bool = False) -> None:
         if self.rank != 0:
