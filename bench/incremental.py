@@ -20,7 +20,8 @@ from pathlib import Path
 import torch
 
 from simulmt.model.config import ModelConfig
-from simulmt.model.layers import append_kv, stack_kv
+from simulmt.model.layers import stack_kv
+from simulmt.model.pool import KVPool, PoolShape
 from simulmt.model.state import BeamState, SourceState
 from simulmt.model.transformer import SimulTransformer
 from simulmt.search.offline import BOS_ID, EOS_ID, NEVER
@@ -39,6 +40,8 @@ def incremental(model: SimulTransformer, src: torch.Tensor) -> tuple[list[list[i
     encoder call), WRITEs are one batched decoder step through the engine's `run_step`."""
     b, n = src.shape
     enc_kv = None
+    cfg = model.cfg
+    pool = KVPool(PoolShape(2 * cfg.dec_layers, cfg.n_heads, cfg.head_dim, model.dtype), slots=b)
     sources = [SourceState() for _ in range(b)]
     beams = [BeamState.start() for _ in range(b)]
     out: list[list[int]] = [[] for _ in range(b)]
@@ -49,8 +52,8 @@ def incremental(model: SimulTransformer, src: torch.Tensor) -> tuple[list[list[i
                 j = len(sources[0].ids)
                 mem, enc_kv = model.encode(src[:, j : j + 1], past=enc_kv, start=j)  # (B, 1, D)
                 new = stack_kv(model.cross_kv(mem))  # (2L, B, H, 1, dh)
-                for s, source in enumerate(sources):  # source caches grow in place, as in
-                    source.cross_kv = append_kv(source.cross_kv, new[:, s : s + 1])  # Engine
+                for s, source in enumerate(sources):  # cross caches live in one pool of
+                    source.append_cross(new[:, s : s + 1], pool)  # slots, as in Engine
                     source.ids.append(int(src[s, j]))
                     source.ends.append(j + 1)
             results = run_step(

@@ -18,6 +18,7 @@ from simulmt.data.tokenizer import Tokenizer, train_tokenizer
 from simulmt.model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
 from simulmt.model.config import ModelConfig
 from simulmt.model.layers import append_kv, pack_kv, stack_kv, unstack_kv
+from simulmt.model.pool import KVPool, PoolShape
 from simulmt.model.state import SourceState
 from simulmt.model.transformer import SimulTransformer
 from simulmt.runtime import DTYPE_NAMES
@@ -43,13 +44,28 @@ class ModelInfo:
 
 
 class Engine:
-    """Holds the weights; all per-stream state lives in `StreamState`s owned by sessions."""
+    """Holds the weights; all per-stream state lives in `StreamState`s owned by sessions.
+
+    It also holds the memory the streams' cross-attention caches live in (`cross_pool`): each
+    stream owns one slot of it (a `KVSlot` in its `SourceState`), so a decoder step over many
+    streams reads their caches as one view instead of copying them together."""
 
     def __init__(self, model: SimulTransformer, tokenizer: Tokenizer, info: ModelInfo) -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.info = info
         self.compute_ms = 0.0  # total model time spent by this engine
+        self._cross_pool: KVPool | None = None
+
+    @property
+    def cross_pool(self) -> KVPool:
+        """The pool of decoder cross-attention K/V caches (made at first use, so a process
+        forked before it keeps its own)."""
+        if self._cross_pool is None:
+            cfg = self.model.cfg
+            shape = PoolShape(2 * cfg.dec_layers, cfg.n_heads, cfg.head_dim, self.model.dtype)
+            self._cross_pool = KVPool(shape)
+        return self._cross_pool
 
     # ---- loading ---------------------------------------------------------------------
     @classmethod
@@ -123,7 +139,7 @@ class Engine:
             new_enc = stack_kv([(k[:, :, s:], v[:, :, s:]) for k, v in enc])  # (2L, 1, H, n, dh)
             source.enc_kv = append_kv(source.enc_kv, new_enc)  # (2L_enc, 1, H, S+n, dh)
             cross = stack_kv(self.model.cross_kv(memory))  # (2L_dec, 1, H, n, dh)
-            source.cross_kv = append_kv(source.cross_kv, cross)
+            source.append_cross(cross, self.cross_pool)
             source.ids += new
         self.compute_ms += (time.perf_counter() - start) * 1000
 
@@ -169,7 +185,7 @@ class Engine:
         for r, source in enumerate(sources):
             n = int(lengths[r])
             source.enc_kv = append_kv(source.enc_kv, enc[:, r : r + 1, :, :n])
-            source.cross_kv = append_kv(source.cross_kv, cross[:, r : r + 1, :, :n])
+            source.append_cross(cross[:, r : r + 1, :, :n], self.cross_pool)
             source.ids += new_ids[r]
 
     def step(self, requests: Sequence[StepRequest]) -> list[StepResult]:

@@ -9,8 +9,10 @@ from hypothesis import strategies as st
 
 from simulmt.model.config import ModelConfig
 from simulmt.model.layers import append_kv, pack_kv, stack_kv, unstack_kv
+from simulmt.model.pool import KVPool, PoolShape
 from simulmt.model.state import BeamState, SourceState
 from simulmt.model.transformer import SimulTransformer
+from simulmt.search import step as step_module
 from simulmt.search.step import StepRequest, run_step
 
 CFG = ModelConfig(
@@ -24,6 +26,12 @@ def make_model(seed: int = 0) -> SimulTransformer:
 
 
 MODEL = make_model()
+
+
+def cross_pool(*, slots: int = 8) -> KVPool:
+    return KVPool(
+        PoolShape(2 * CFG.dec_layers, CFG.n_heads, CFG.head_dim, torch.float32), slots=slots
+    )
 
 
 @settings(max_examples=25, deadline=None)
@@ -62,11 +70,9 @@ def test_incremental_decoder_equals_teacher_forced(src_len: int, tgt_len: int, s
         full = torch.log_softmax(MODEL(src, tgt, vis), dim=-1)[0]  # (T, V)
         memory, enc_kv = MODEL.encode(src)
         source = SourceState(
-            ids=src[0].tolist(),
-            ends=list(range(1, src_len + 1)),
-            enc_kv=stack_kv(enc_kv),
-            cross_kv=stack_kv(MODEL.cross_kv(memory)),
+            ids=src[0].tolist(), ends=list(range(1, src_len + 1)), enc_kv=stack_kv(enc_kv)
         )
+        source.append_cross(stack_kv(MODEL.cross_kv(memory)), cross_pool())
         beam = BeamState.start()
         beam.tokens = tgt[:, :1]
         for t in range(tgt_len):
@@ -80,18 +86,16 @@ def test_incremental_decoder_equals_teacher_forced(src_len: int, tgt_len: int, s
 
 
 def _stream(
-    seed: int, src_len: int, tgt_len: int, beam_size: int
+    seed: int, src_len: int, tgt_len: int, beam_size: int, pool: KVPool | None = None
 ) -> tuple[SourceState, BeamState, int]:
     g = torch.Generator().manual_seed(seed)
     src = torch.randint(4, CFG.vocab_size, (1, src_len), generator=g)
     with torch.no_grad():
         memory, enc_kv = MODEL.encode(src)
     source = SourceState(
-        ids=src[0].tolist(),
-        ends=list(range(1, src_len + 1)),
-        enc_kv=stack_kv(enc_kv),
-        cross_kv=stack_kv(MODEL.cross_kv(memory)),
+        ids=src[0].tolist(), ends=list(range(1, src_len + 1)), enc_kv=stack_kv(enc_kv)
     )
+    source.append_cross(stack_kv(MODEL.cross_kv(memory)), pool or cross_pool())
     tokens = torch.randint(4, CFG.vocab_size, (beam_size, tgt_len + 1), generator=g)
     tokens[:, 0] = 2
     beam = BeamState(tokens=tokens, token_lp=torch.zeros(beam_size, tgt_len))
@@ -125,6 +129,84 @@ def test_batch_of_streams_equals_each_alone(shapes: list[tuple[int, int, int]], 
         assert res.lookahead_log_probs is not None and alone.lookahead_log_probs is not None
         assert (alone.lookahead_log_probs - res.lookahead_log_probs).abs().max() <= 1e-5
         assert (alone.self_kv - res.self_kv).abs().max() <= 1e-5
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 40), st.integers(0, 8)), min_size=2, max_size=9),
+    st.lists(st.booleans(), min_size=9, max_size=9),
+    st.integers(0, 1000),
+)
+def test_pooled_batch_equals_each_alone(
+    shapes: list[tuple[int, int]], busy: list[bool], seed: int
+) -> None:
+    """Beam-1 streams whose sources share a pool are batched as a view of their slots, in slot
+    order, with filler rows for slots that have no request (other streams, released slots).
+    Same results as each alone, whatever the request order; the pool grows as needed."""
+    pool = cross_pool(slots=2)  # small: claims and long sources make it grow
+    streams, others = [], []
+    for i, (src_len, tgt_len) in enumerate(shapes):
+        if busy[i]:  # a stream that holds a slot but asks for nothing this step
+            others.append(_stream(seed + 100 + i, 3, 0, 1, pool)[0])
+        streams.append(_stream(seed + i, src_len, tgt_len, 1, pool))
+    requests = [StepRequest(src, beam, vis) for src, beam, vis in streams][::-1]
+    span = step_module._pool_span(requests)
+    gaps = len(others)  # every other stream's slot lies between or after the requested ones
+    assert (span is None) == (span_gaps(requests) > step_module.MAX_FILLER_SHARE * len(requests))
+    limit = step_module.MAX_FILLER_SHARE
+    step_module.MAX_FILLER_SHARE = 10.0  # take the pooled path whatever the gaps
+    try:
+        span = step_module._pool_span(requests)
+        together = run_step(MODEL, requests)
+    finally:
+        step_module.MAX_FILLER_SHARE = limit
+    assert span is not None and span.layout.count(None) == span_gaps(requests) <= gaps
+    for req, res in zip(requests, together, strict=True):
+        (alone,) = run_step(MODEL, [req])
+        assert (alone.log_probs - res.log_probs).abs().max() <= 1e-5
+        assert (alone.self_kv - res.self_kv).abs().max() <= 1e-5
+        assert res.top == alone.top
+
+
+def span_gaps(requests: list[StepRequest]) -> int:
+    slots = [r.source.cross.index for r in requests if r.source.cross is not None]
+    return max(slots) - min(slots) + 1 - len(slots)
+
+
+def test_pool_slots_are_reused_and_released_when_dropped() -> None:
+    pool = cross_pool(slots=2)
+    a, b = pool.claim(), pool.claim()
+    a.append(torch.ones(4, 1, 4, 3, 8))
+    assert (a.index, b.index, a.length) == (0, 1, 3)
+    c = pool.claim()  # full: the pool doubles its slots, existing caches keep their values
+    assert c.index == 2 and pool.slots == 4 and torch.equal(a.tensor(), torch.ones(4, 1, 4, 3, 8))
+    a.append(torch.full((4, 1, 4, 40, 8), 2.0))  # wider than the pool: positions double
+    assert a.length == 43 and pool.width >= 43 and float(a.tensor()[..., 3:, :].mean()) == 2.0
+    del b  # a dropped handle gives its slot back; the lowest free slot goes out first
+    assert pool.claim().index == 1
+    a.release()
+    assert pool.lengths[0] == 0 and pool.claim().index == 0
+
+
+def test_released_slots_are_compacted_into_a_view() -> None:
+    """Streams between finished (released) ones are moved down once, caches intact; the step
+    then reads their sources as one view with no filler rows, with the same results."""
+    pool = cross_pool(slots=2)
+    streams = [_stream(50 + i, 4 + i, 2, 1, pool) for i in range(7)]
+    kept = streams[1::2]  # slots 1, 3, 5 stay; 0, 2, 4, 6 finish
+    before = [src.cross_kv.clone() for src, _, _ in kept if src.cross_kv is not None]
+    del streams
+    requests = [StepRequest(src, beam, vis) for src, beam, vis in kept]
+    alone = [run_step(MODEL, [req])[0] for req in requests]
+    span = step_module._pool_span(requests)
+    assert span is not None and span.lo == 0 and None not in span.layout
+    assert sorted(map(id, span.layout)) == sorted(map(id, requests))  # each once, no filler
+    assert sorted(src.cross.index for src, _, _ in kept if src.cross) == [0, 1, 2]
+    for (src, _, _), old in zip(kept, before, strict=True):
+        assert src.cross_kv is not None and torch.equal(src.cross_kv, old)
+    for a, b in zip(alone, run_step(MODEL, requests), strict=True):
+        assert (a.log_probs - b.log_probs).abs().max() <= 1e-5
+    assert not pool.compact()  # nothing left to move
 
 
 def test_prefix_visibility_is_respected() -> None:

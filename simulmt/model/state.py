@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from simulmt.model.pool import KVPool, KVSlot
 from simulmt.search.offline import BOS_ID
 
 
@@ -19,7 +20,19 @@ class SourceState:
     ids: list[int] = field(default_factory=list)  # encoded source tokens (read or not yet read)
     ends: list[int] = field(default_factory=list)  # tokens after each encoded word
     enc_kv: torch.Tensor | None = None  # encoder self-attention K/V: (2L_enc, 1, H, S, dh)
-    cross_kv: torch.Tensor | None = None  # decoder cross-attention K/V: (2L_dec, 1, H, S, dh)
+    cross: KVSlot | None = None  # decoder cross-attention K/V: this stream's slot in a pool
+
+    @property
+    def cross_kv(self) -> torch.Tensor | None:
+        """(2L_dec, 1, H, S, dh): a view of the pool slot, valid until the next append."""
+        return None if self.cross is None else self.cross.tensor()
+
+    def append_cross(self, new: torch.Tensor, pool: KVPool) -> None:
+        """Append new source positions' cross-attention K/V (2L_dec, 1, H, n, dh); the first
+        append claims the stream's slot in `pool`."""
+        if self.cross is None:
+            self.cross = pool.claim()
+        self.cross.append(new)
 
     def visible(self, words_read: int) -> int:
         """Source tokens the decoder may attend to after reading `words_read` words."""

@@ -14,9 +14,12 @@ from dataclasses import dataclass
 import torch
 
 from simulmt.model.layers import KV, pack_kv, stack_kv, unstack_kv
+from simulmt.model.pool import KVPool
 from simulmt.model.state import BeamState, SourceState
 from simulmt.model.transformer import SimulTransformer, prefill_kv
-from simulmt.search.offline import NEVER
+from simulmt.search.offline import BOS_ID, NEVER
+
+_FILLER_TOKEN = torch.tensor([BOS_ID])  # (1,) what a filler row feeds (its output is dropped)
 
 
 @dataclass(frozen=True)
@@ -43,28 +46,41 @@ class StepResult:
 
 @torch.no_grad()
 def run_step(model: SimulTransformer, requests: Sequence[StepRequest]) -> list[StepResult]:
-    rows: list[tuple[int, int]] = []  # (request index, hypothesis index) per batch row
-    vis: list[int] = []
-    for r, req in enumerate(requests):
+    for req in requests:
         if req.beam.cached() != req.beam.length:  # a forced prefix (re-translation): prefill
             _prefill(model, req)
-        for h in range(req.beam.size):
-            rows.append((r, h))
-            vis.append(req.visible)
-        if req.lookahead:
-            rows.append((r, 0))
-            vis.append(req.lookahead)
+    span = _pool_span(requests)
+    # the batch, one entry per decoder row group: a request, or None for a filler row that
+    # keeps pooled sources in slot order (its output is dropped)
+    layout: Sequence[StepRequest | None] = requests if span is None else span.layout
+    rows: list[tuple[int, int]] = []  # (layout index, hypothesis index) per batch row
+    vis: list[int] = []
+    starts: dict[int, int] = {}  # id(request) -> its first batch row
+    for e, entry in enumerate(layout):
+        if entry is None:
+            rows.append((e, 0))
+            vis.append(1)
+            continue
+        starts[id(entry)] = len(rows)
+        rows += [(e, h) for h in range(entry.beam.size)]
+        vis += [entry.visible] * entry.beam.size
+        if entry.lookahead:
+            rows.append((e, 0))
+            vis.append(entry.lookahead)
     p_max = max(req.beam.cached() for req in requests)
     s_max = max(len(req.source.ids) for req in requests)
-    last = torch.cat([_row_tokens(req) for req in requests])  # (N,)
-    positions = torch.tensor([requests[r].beam.length for r, _ in rows])  # (N,)
+    last = torch.cat([_row_tokens(req) for req in layout])  # (N,)
+    positions = torch.tensor([_length(layout[e]) for e, _ in rows])  # (N,)
     past: list[KV] | None = None
     past_valid = None
     if p_max > 0:
-        past = unstack_kv(_gather_self(model, requests, p_max))  # (N, H, P+1, dh) each
-        lens = torch.tensor([requests[r].beam.cached() for r, _ in rows])  # (N,)
+        past = unstack_kv(_gather_self(model, layout, p_max))  # (N, H, P+1, dh) each
+        lens = torch.tensor([_cached(layout[e]) for e, _ in rows])  # (N,)
         past_valid = torch.arange(p_max).unsqueeze(0) < lens.unsqueeze(1)  # (N, P)
-    cross = _gather_cross(requests, s_max)
+    if span is not None:  # consecutive slots of one pool: the batch is a view
+        cross = unstack_kv(span.pool.rows(span.lo, span.lo + len(layout), s_max))
+    else:
+        cross = _gather_cross(requests, s_max)
     cross_valid = torch.arange(s_max).unsqueeze(0) < torch.tensor(vis).unsqueeze(1)  # (N, S)
     want_attn = any(req.attention for req in requests)
     out = model.decode_step(
@@ -77,7 +93,56 @@ def run_step(model: SimulTransformer, requests: Sequence[StepRequest]) -> list[S
         return_attention=want_attn,
         room=past is not None,
     )
-    return _split(requests, rows, out.log_probs, out.self_kv, out.state, out.attention)
+    firsts = [starts[id(req)] for req in requests]
+    return _split(requests, firsts, out.log_probs, out.self_kv, out.state, out.attention)
+
+
+MAX_FILLER_SHARE = 0.25  # filler rows (wasted compute) a pooled batch may carry, as a share
+
+
+@dataclass(frozen=True)
+class _PoolSpan:
+    pool: KVPool
+    lo: int  # first slot
+    layout: list[StepRequest | None]  # slot lo + e -> its request, or None (a filler row)
+
+
+def _pool_span(requests: Sequence[StepRequest]) -> _PoolSpan | None:
+    """When every request is one hypothesis (no lookahead row) whose source sits in the same
+    pool, and their slots leave few gaps: the requests in slot order, gaps as fillers."""
+    if len(requests) < 2:
+        return None
+    first = requests[0].source.cross
+    if first is None:
+        return None
+    pool = first.pool
+    by_slot: dict[int, StepRequest] = {}
+    for req in requests:
+        slot = req.source.cross
+        if slot is None or slot.pool is not pool or req.beam.size != 1 or req.lookahead:
+            return None
+        by_slot[slot.index] = req
+    if _gaps(by_slot) > MAX_FILLER_SHARE * len(requests):
+        # released slots among the requested ones: move streams down (once), then look again
+        if not pool.compact():
+            return None
+        by_slot = {req.source.cross.index: req for req in requests if req.source.cross}
+        if _gaps(by_slot) > MAX_FILLER_SHARE * len(requests):
+            return None
+    lo, hi = min(by_slot), max(by_slot) + 1
+    return _PoolSpan(pool, lo, [by_slot.get(i) for i in range(lo, hi)])
+
+
+def _gaps(by_slot: dict[int, StepRequest]) -> int:
+    return max(by_slot) - min(by_slot) + 1 - len(by_slot)
+
+
+def _length(req: StepRequest | None) -> int:
+    return 0 if req is None else req.beam.length
+
+
+def _cached(req: StepRequest | None) -> int:
+    return 0 if req is None else req.beam.cached()
 
 
 @functools.lru_cache(maxsize=4)
@@ -93,27 +158,29 @@ def _never_penalty(vocab: int) -> torch.Tensor:
 # This keeps the number of tensor ops per step proportional to the number of streams.
 
 
-def _rows(req: StepRequest) -> int:
-    return req.beam.size + (1 if req.lookahead else 0)
+def _rows(req: StepRequest | None) -> int:
+    return 1 if req is None else req.beam.size + (1 if req.lookahead else 0)
 
 
-def _row_tokens(req: StepRequest) -> torch.Tensor:
+def _row_tokens(req: StepRequest | None) -> torch.Tensor:
+    if req is None:
+        return _FILLER_TOKEN
     last = req.beam.tokens[:, -1]  # (Bm,)
     return torch.cat([last, last[:1]]) if req.lookahead else last  # (rows,)
 
 
 def _gather_self(
-    model: SimulTransformer, requests: Sequence[StepRequest], p_max: int
+    model: SimulTransformer, layout: Sequence[StepRequest | None], p_max: int
 ) -> torch.Tensor:
     cfg = model.cfg
     blocks = []
-    for req in requests:
-        block = req.beam.self_kv  # (2L, Bm, H, P_r, dh)
-        if block is None:  # a beam at its first step: nothing cached yet
+    for req in layout:
+        block = None if req is None else req.beam.self_kv  # (2L, Bm, H, P_r, dh)
+        if block is None:  # a filler, or a beam at its first step: nothing cached
             shape = (2 * cfg.dec_layers, _rows(req), cfg.n_heads, 0, cfg.head_dim)
             blocks.append(torch.zeros(shape, dtype=model.dtype))
             continue
-        if req.lookahead:
+        if req is not None and req.lookahead:
             block = torch.cat([block, block[:, :1]], dim=1)  # (2L, Bm+1, H, P_r, dh)
         blocks.append(block)
     return pack_kv(blocks, p_max + 1, room=1)  # (2L, N, H, P+1, dh), last slot free
@@ -134,17 +201,17 @@ def _gather_cross(requests: Sequence[StepRequest], s_max: int) -> list[KV]:
 
 def _split(
     requests: Sequence[StepRequest],
-    rows: list[tuple[int, int]],
+    firsts: list[int],
     log_probs: torch.Tensor,
     self_kv: torch.Tensor,
     state: torch.Tensor,
     attention: torch.Tensor | None,
 ) -> list[StepResult]:
+    """Per request its rows of the batch outputs; `firsts[r]` is request r's first row."""
     best_lp, best = (log_probs + _never_penalty(log_probs.shape[1])).max(dim=1)  # (N,) each
     tops, top_lps = best.tolist(), best_lp.tolist()
     results = []
-    start = 0
-    for req in requests:
+    for req, start in zip(requests, firsts, strict=True):
         n = req.beam.size
         sl = slice(start, start + n)
         look = log_probs[start + n] if req.lookahead else None  # (V,)
@@ -162,7 +229,6 @@ def _split(
                 top_log_prob=top_lps[start],
             )
         )
-        start += n + (1 if req.lookahead else 0)
     return results
 
 

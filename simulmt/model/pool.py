@@ -1,0 +1,155 @@
+"""A pool of append-only K/V caches: many streams' caches in one buffer, batched as views.
+
+A decoder step over N streams needs their cross-attention K/V as one (2L, N, H, S, dh) batch.
+Gathering that from per-stream tensors copies every stream's whole cache at every step (for
+hundreds of streams that copy costs as much as the step's arithmetic). In a pool, stream r's
+cache is row `slot_r` of one buffer, so streams in consecutive slots *are* a batch: a view, no
+copy. The buffer doubles (slots or positions) when full, so appends are amortized O(new).
+
+The pool is memory, not stream state: each stream owns its slot through a `KVSlot` handle held
+by its `SourceState`; the slot returns to the pool when the handle is released or collected.
+Padding positions after a slot's length hold zeros or an earlier stream's values (always
+finite); readers mask them out.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import weakref
+from dataclasses import dataclass
+
+import torch
+
+MIN_SLOTS = 8  # first allocation; doubles when full
+MIN_WIDTH = 32  # positions per slot at first; doubles when a stream outgrows it
+
+
+@dataclass(frozen=True)
+class PoolShape:
+    layers2: int  # 2 x layers (keys and values of every layer, as `stack_kv`)
+    heads: int
+    head_dim: int
+    dtype: torch.dtype
+
+
+class KVPool:
+    """Caches of many streams in one buffer `data`: (2L, R, H, W, dh); row r is slot r."""
+
+    def __init__(self, shape: PoolShape, *, slots: int = MIN_SLOTS, width: int = MIN_WIDTH):
+        self.shape = shape
+        self.data = torch.zeros(
+            shape.layers2, slots, shape.heads, width, shape.head_dim, dtype=shape.dtype
+        )  # (2L, R, H, W, dh)
+        self.lengths = [0] * slots  # positions in use per slot
+        self._free = list(range(slots))  # a heap: the lowest free slot is handed out first
+        self._owners: dict[int, weakref.ref[KVSlot]] = {}  # slot -> its handle
+        self._lock = threading.Lock()  # releases may come from a garbage-collecting thread
+
+    @property
+    def slots(self) -> int:
+        return int(self.data.shape[1])
+
+    @property
+    def width(self) -> int:
+        return int(self.data.shape[3])
+
+    def claim(self) -> KVSlot:
+        """A free slot (the lowest), as a handle that releases it when dropped."""
+        with self._lock:
+            if not self._free:
+                self._grow(slots=2 * self.slots)
+            index = heapq.heappop(self._free)
+            self.lengths[index] = 0
+            handle = KVSlot(self, index)
+            self._owners[index] = weakref.ref(handle)
+        return handle
+
+    def release(self, cell: list[int]) -> None:
+        """Return the slot in `cell` (a handle's index cell, see `KVSlot`) to the pool."""
+        with self._lock:
+            index = cell[0]
+            self.lengths[index] = 0
+            self._owners.pop(index, None)
+            heapq.heappush(self._free, index)
+
+    def compact(self) -> bool:
+        """Move the streams in the highest slots into the lowest free ones, so the slots in
+        use are 0..n-1 (one copy per moved stream; their handles follow). False if nothing
+        needed to move."""
+        with self._lock:
+            used = sorted(self._owners)
+            n = len(used)
+            movers = [i for i in used if i >= n]
+            if not movers:
+                return False
+            holes = [i for i in range(n) if i not in self._owners]
+            for src, dst in zip(movers, holes, strict=True):
+                length = self.lengths[src]
+                self.data[:, dst, :, :length] = self.data[:, src, :, :length]
+                self.lengths[dst], self.lengths[src] = length, 0
+                ref = self._owners.pop(src)
+                self._owners[dst] = ref
+                handle = ref()
+                if handle is not None:
+                    handle._cell[0] = dst
+            self._free = list(range(n, self.slots))  # sorted: a valid heap
+            return True
+
+    def append(self, index: int, new: torch.Tensor) -> None:
+        """Write new positions (2L, 1, H, n, dh) after slot `index`'s current length."""
+        start = self.lengths[index]
+        end = start + int(new.shape[3])
+        if end > self.width:
+            with self._lock:
+                self._grow(width=max(2 * self.width, end))
+        self.data[:, index : index + 1, :, start:end] = new
+        self.lengths[index] = end
+
+    def view(self, index: int) -> torch.Tensor:
+        """Slot `index`'s cache: (2L, 1, H, length, dh), a view valid until the next append."""
+        return self.data[:, index : index + 1, :, : self.lengths[index]]
+
+    def rows(self, lo: int, hi: int, width: int) -> torch.Tensor:
+        """Slots lo..hi-1 as one batch (2L, hi-lo, H, width, dh): a view, no copy."""
+        return self.data[:, lo:hi, :, :width]
+
+    def _grow(self, *, slots: int = 0, width: int = 0) -> None:
+        old = self.data
+        r, w = max(slots, old.shape[1]), max(width, old.shape[3])
+        new = old.new_zeros(old.shape[0], r, old.shape[2], w, old.shape[4])  # (2L, R', H, W', dh)
+        new[:, : old.shape[1], :, : old.shape[3]] = old
+        for i in range(old.shape[1], r):
+            heapq.heappush(self._free, i)
+        self.lengths += [0] * (r - old.shape[1])
+        self.data = new
+
+
+class KVSlot:
+    """One stream's slot in a pool; the slot is released when the handle is released or
+    garbage-collected (whichever comes first, once). `KVPool.compact` may move the stream to
+    another slot: `index` follows it."""
+
+    def __init__(self, pool: KVPool, index: int) -> None:
+        self.pool = pool
+        self._cell = [index]  # shared with the finalizer, which must not hold the handle
+        self._finalizer = weakref.finalize(self, pool.release, self._cell)
+
+    @property
+    def index(self) -> int:
+        return self._cell[0]
+
+    @property
+    def length(self) -> int:
+        return self.pool.lengths[self.index]
+
+    def append(self, new: torch.Tensor) -> None:
+        if not self._finalizer.alive:
+            raise RuntimeError("append to a released cache slot")
+        self.pool.append(self.index, new)
+
+    def tensor(self) -> torch.Tensor:
+        return self.pool.view(self.index)  # (2L, 1, H, length, dh)
+
+    def release(self) -> None:
+        self._finalizer()
