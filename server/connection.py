@@ -35,14 +35,14 @@ from simulmt.server.protocol import (
     session_message,
     update_messages,
 )
-from simulmt.server.worker import Delivery, Op, OpKind, Stream, Worker, max_source_tokens
+from simulmt.server.worker import Delivery, Op, OpKind, Stream, Worker
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
 from simulmt.engine import Engine
 from simulmt.search.options import SearchOptions
-from simulmt.session import Session, SessionLimits
+from simulmt.session import Session, SessionLimits, max_source_tokens
 
 logger = logging.getLogger(__name__)
 

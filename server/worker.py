@@ -21,7 +21,6 @@ import torch
 from simulmt.server.protocol import ProtocolError, SentenceCounter
 
 from simulmt.engine import Engine
-from simulmt.search.options import SearchOptions
 from simulmt.session import Session, advance
 from simulmt.updates import Update
 
@@ -338,13 +337,6 @@ class Turn:
 
 def _token_count(engine: Engine, word: str) -> int:
     return len(engine.tokenizer.encode_word(word, first=False))
-
-
-def max_source_tokens(engine: Engine, options: SearchOptions) -> int:
-    """Source tokens a sentence may have: its translation (cut at ratio*|x|+extra tokens)
-    must still fit the decoder's positions."""
-    max_len = engine.model.cfg.max_len
-    return max(1, int((max_len - options.max_len_extra) / options.max_len_ratio))
 
 
 def _deliver_all(deliveries: list[tuple[Callable[[Delivery], None], Delivery]]) -> None:

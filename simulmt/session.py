@@ -33,6 +33,13 @@ class InputError(ValueError):
     """Input a session cannot take; nothing already committed is lost."""
 
 
+def max_source_tokens(engine: Engine, options: SearchOptions) -> int:
+    """Source tokens a sentence may have: its translation (cut at ratio*|x|+extra tokens)
+    must still fit the decoder's positions."""
+    max_len = engine.model.cfg.max_len
+    return max(1, int((max_len - options.max_len_extra) / options.max_len_ratio))
+
+
 @dataclass(frozen=True)
 class SessionLimits:
     max_word_chars: int = 100  # longer "words" are rejected (garbage, not speech)
@@ -45,6 +52,7 @@ class SessionLimits:
 class _Sentence:
     id: int
     words: list[str] = field(default_factory=list)
+    tokens: int = 0  # subword tokens of its words
     complete: bool = False
     t0: float = 0.0  # when its first word arrived
 
@@ -68,6 +76,7 @@ class Session:
         opts = options or SearchOptions(beam=beam)
         self.search = OnlineSearch(self.policy, opts, engine.tokenizer)
         self.limits = limits
+        self.max_tokens = max_source_tokens(engine, opts)  # per sentence (model positions)
         self.clock = clock
         self.tentative = tentative
         self.sentences: list[_Sentence] = []  # [0] is being decoded; later ones wait
@@ -90,9 +99,24 @@ class Session:
                     f"a word of {len(w)} characters is longer than the limit of "
                     f"{self.limits.max_word_chars}; nothing of this text was taken"
                 )
-        for w in words:
+        sizes = [len(self.engine.tokenizer.encode_word(w, first=False)) for w in words]
+        for w, n in zip(words, sizes, strict=True):
+            if n > self.max_tokens:
+                raise InputError(
+                    f"the word {w[:20]!r}… is {n} subword tokens, more than a sentence may hold "
+                    f"({self.max_tokens}); nothing of this text was taken"
+                )
+        for w, n in zip(words, sizes, strict=True):
             sent = self._open_sentence()
+            if sent.words and sent.tokens + n > self.max_tokens:
+                sent.complete = True  # the model's positions are finite: cut before this word
+                self.warnings.append(
+                    f"sentence {sent.id} reached {sent.tokens} subword tokens (the model takes "
+                    f"{self.max_tokens} a sentence) and was cut there"
+                )
+                sent = self._open_sentence()
             sent.words.append(w)
+            sent.tokens += n
             if ends_sentence(w):
                 sent.complete = True
             elif len(sent.words) >= self.limits.max_sentence_words:

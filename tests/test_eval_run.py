@@ -160,12 +160,23 @@ def test_jobs_give_what_one_process_gives(policy: str) -> None:
 
 def test_a_failing_job_says_why() -> None:
     engine = Engine.tiny(seed=0)
-    too_long = " ".join(["Donaudampfschifffahrtsgesellschaft"] * 119)  # > max_len tokens
-    lines = [LINES[0], too_long, LINES[1]]
-    with pytest.raises(ValueError, match="longer than 512 tokens"):
+    garbage = "Ich " + "x" * 101  # a "word" longer than a session takes
+    lines = [LINES[0], garbage, LINES[1]]
+    with pytest.raises(ValueError, match="101 characters is longer than the limit"):
         simulate(engine, "wait-k:k=2", lines, ["x"] * 3, config=SERIAL)
-    with pytest.raises(RuntimeError, match="job 1 failed: ValueError: .*longer than 512 tokens"):
+    with pytest.raises(RuntimeError, match="job 1 failed: InputError: a word of 101 characters"):
         simulate(engine, "wait-k:k=2", lines, ["x"] * 3, config=RunConfig(jobs=2))
+
+
+def test_a_line_over_the_models_positions_is_cut_not_fatal() -> None:
+    """Before: a ValueError from the encoder; now the session cuts the sentence by tokens and
+    the line is scored as one (its sentences' outputs joined, delays over all its words)."""
+    engine = Engine.tiny(seed=0)
+    too_long = " ".join(["Donaudampfschifffahrtsgesellschaft"] * 119)  # > 512 tokens
+    sim = simulate(engine, "wait-k:k=2", [LINES[0], too_long], ["x", "y"], config=SERIAL)
+    long_line = sim.stats[1]
+    assert long_line.source_length == 119 and long_line.prediction
+    assert list(long_line.delays) == sorted(long_line.delays) and max(long_line.delays) <= 119
 
 
 def test_bfloat16_engine_runs_in_bfloat16(files: Path) -> None:

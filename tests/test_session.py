@@ -179,6 +179,33 @@ def test_overlong_sentence_is_cut_with_a_warning() -> None:
     assert any("cut" in w for w in s.warnings)
 
 
+def test_sentence_over_the_models_positions_is_cut_by_tokens() -> None:
+    """Words split into many subword tokens: the sentence is cut before the word that would
+    pass the model's limit (the source, and the target it allows, must fit max_len)."""
+    text = " ".join(["Ich habe heute ein Buch gelesen und der Hund läuft schnell ,"] * 20) + " ."
+    s = Session(ENGINE, policy="wait-k:k=3", limits=SessionLimits(max_sentence_words=1000))
+    tokens = len(ENGINE.tokenizer.encode(text))
+    assert tokens > 2 * s.max_tokens  # the tiny tokenizer: ~2.7 tokens a word
+    ups = s.push(text) + s.finish()
+    finals = [u for u in ups if u.final]
+    assert len(finals) >= 3 and " ".join(u.source for u in finals) == text
+    assert all(len(ENGINE.tokenizer.encode(u.source)) <= s.max_tokens for u in finals)
+    assert any("subword tokens" in w for w in s.warnings)
+    check_guarantees(ups, text)
+
+
+def test_word_over_the_token_limit_is_rejected_and_nothing_lost() -> None:
+    opts = SearchOptions(max_len_ratio=20.0)  # long targets allowed: 25 source tokens a sentence
+    s = Session(ENGINE, policy="wait-k:k=1", options=opts)
+    word = "Hundbuchlesenstraßeschnellgarten" * 2
+    assert s.max_tokens == 25 < len(ENGINE.tokenizer.encode_word(word, first=False))
+    first = s.push("Ich habe")
+    with pytest.raises(InputError, match="subword tokens, more than a sentence may hold"):
+        s.push("heute " + word)
+    rest = s.push("heute ein Buch gelesen .")
+    check_guarantees(first + rest, "Ich habe heute ein Buch gelesen .")
+
+
 def test_unknown_characters_are_reported() -> None:
     s = Session(ENGINE, policy="wait-k:k=2")
     s.push("Ich ☃☃ habe .")

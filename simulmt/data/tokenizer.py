@@ -36,6 +36,7 @@ MODEL_FILE = "spm.model"
 SETTINGS_FILE = "spm.json"
 BYTE_FALLBACK_MIN_VOCAB = 1024  # 256 byte pieces only pay off in a vocabulary this large
 MAX_THREADS = 2  # the machines have two cores
+WORD_MEMO_SIZE = 1 << 16  # words whose tokens are remembered (cleared when full)
 
 
 class ModelType(enum.Enum):
@@ -59,6 +60,7 @@ class Tokenizer:
                                  "train it with `simulmt data tokenizer`")
         self._sp = processor
         self._proto = proto
+        self._words: dict[str, tuple[int, ...]] = {}  # encode_word memo (speech repeats words)
         self._word_start = [processor.id_to_piece(i).startswith(WORD_START)
                             and not processor.is_control(i)
                             for i in range(processor.get_piece_size())]
@@ -103,9 +105,16 @@ class Tokenizer:
         `first` is accepted for symmetry: every word, the first included, carries the marker.
         """
         del first  # the dummy prefix gives the first word the same marker as any other
-        if not word or any(ch.isspace() for ch in word):
-            raise ValueError(f"encode_word takes one non-empty word without whitespace: {word!r}")
-        return list(self._sp.encode(word, out_type=int))
+        ids = self._words.get(word)
+        if ids is None:
+            if not word or any(ch.isspace() for ch in word):
+                raise ValueError(
+                    f"encode_word takes one non-empty word without whitespace: {word!r}"
+                )
+            if len(self._words) >= WORD_MEMO_SIZE:
+                self._words.clear()
+            ids = self._words[word] = tuple(self._sp.encode(word, out_type=int))
+        return list(ids)
 
     def decode(self, ids: Sequence[int]) -> str:
         return str(self._sp.decode(list(ids)))

@@ -23,6 +23,9 @@ import torch
 
 MIN_SLOTS = 8  # first allocation; doubles when full
 MIN_WIDTH = 32  # positions per slot at first; doubles when a stream outgrows it
+# Every slot is as wide as the longest stream, so one very long sentence would widen them all:
+# a shared pool stops here and longer streams move to a pool of their own (`spill`).
+SHARED_MAX_WIDTH = 256
 
 
 @dataclass(frozen=True)
@@ -36,8 +39,16 @@ class PoolShape:
 class KVPool:
     """Caches of many streams in one buffer `data`: (2L, R, H, W, dh); row r is slot r."""
 
-    def __init__(self, shape: PoolShape, *, slots: int = MIN_SLOTS, width: int = MIN_WIDTH):
+    def __init__(
+        self,
+        shape: PoolShape,
+        *,
+        slots: int = MIN_SLOTS,
+        width: int = MIN_WIDTH,
+        max_width: int | None = SHARED_MAX_WIDTH,
+    ) -> None:
         self.shape = shape
+        self.max_width = max_width  # None: no limit
         self.data = torch.zeros(
             shape.layers2, slots, shape.heads, width, shape.head_dim, dtype=shape.dtype
         )  # (2L, R, H, W, dh)
@@ -64,6 +75,12 @@ class KVPool:
             handle = KVSlot(self, index)
             self._owners[index] = weakref.ref(handle)
         return handle
+
+    def reserve(self, slots: int) -> None:
+        """Make room for `slots` streams at once (saves the doublings on the way there)."""
+        with self._lock:
+            if slots > self.slots:
+                self._grow(slots=slots)
 
     def release(self, cell: list[int]) -> None:
         """Return the slot in `cell` (a handle's index cell, see `KVSlot`) to the pool."""
@@ -96,10 +113,15 @@ class KVPool:
             self._free = list(range(n, self.slots))  # sorted: a valid heap
             return True
 
+    def fits(self, length: int) -> bool:
+        return self.max_width is None or length <= self.max_width
+
     def append(self, index: int, new: torch.Tensor) -> None:
         """Write new positions (2L, 1, H, n, dh) after slot `index`'s current length."""
         start = self.lengths[index]
         end = start + int(new.shape[3])
+        if not self.fits(end):
+            raise ValueError(f"a cache of {end} positions exceeds this pool's {self.max_width}")
         if end > self.width:
             with self._lock:
                 self._grow(width=max(2 * self.width, end))
@@ -153,3 +175,12 @@ class KVSlot:
 
     def release(self) -> None:
         self._finalizer()
+
+    def spill(self) -> KVSlot:
+        """This stream's cache moved to a one-slot pool of its own without a width limit (for a
+        stream too long for a shared pool); this slot is released."""
+        own = KVPool(self.pool.shape, slots=1, width=max(MIN_WIDTH, self.length), max_width=None)
+        moved = own.claim()
+        moved.append(self.tensor())
+        self.release()
+        return moved

@@ -32,6 +32,8 @@ class SourceState:
         append claims the stream's slot in `pool`."""
         if self.cross is None:
             self.cross = pool.claim()
+        if not self.cross.pool.fits(self.cross.length + int(new.shape[3])):
+            self.cross = self.cross.spill()  # too long for the shared pool: a pool of its own
         self.cross.append(new)
 
     def visible(self, words_read: int) -> int:
