@@ -204,6 +204,37 @@ def test_a_stream_too_long_for_the_shared_pool_moves_to_its_own() -> None:
     assert neighbour.cross_kv is not None and float(neighbour.cross_kv.mean()) == 1.0
 
 
+def test_late_or_repeated_releases_are_void() -> None:
+    """A release runs from a handle's finalizer, possibly late (after compaction moved the
+    slot) or from inside the pool's own lock (cyclic GC during an allocation): it must neither
+    free a slot twice nor deadlock."""
+    pool = cross_pool(slots=4)
+    a, b, c = pool.claim(), pool.claim(), pool.claim()
+    stale = [0]  # a cell that once named slot 0, but not a's own cell
+    pool.release(stale)
+    assert 0 not in pool._free  # not a's to give back
+    with pool._lock:  # re-entrant: a finalizer firing while the pool holds its lock
+        b.release()
+    b.release()  # twice: no-op
+    del a
+    assert pool.compact() and c.index == 0  # c moves down into the lowest hole
+    held = [pool.claim() for _ in range(3)]  # kept: a dropped handle gives its slot back
+    taken = {h.index for h in held}
+    assert c.index not in taken and len(taken) == 3  # no slot handed out twice
+
+
+def test_two_requests_over_one_source_are_not_merged() -> None:
+    pool = cross_pool()
+    source, beam, vis = _stream(7, 6, 3, 1, pool)
+    other_beam = BeamState(tokens=beam.tokens.clone(), token_lp=beam.token_lp.clone())
+    other_beam.self_kv = beam.self_kv
+    requests = [StepRequest(source, beam, vis), StepRequest(source, other_beam, 2)]
+    assert step_module._pool_span(requests) is None
+    for req, res in zip(requests, run_step(MODEL, requests), strict=True):
+        (alone,) = run_step(MODEL, [req])
+        assert (alone.log_probs - res.log_probs).abs().max() <= 1e-5
+
+
 def test_released_slots_are_compacted_into_a_view() -> None:
     """Streams between finished (released) ones are moved down once, caches intact; the step
     then reads their sources as one view with no filler rows, with the same results."""

@@ -54,8 +54,12 @@ class KVPool:
         )  # (2L, R, H, W, dh)
         self.lengths = [0] * slots  # positions in use per slot
         self._free = list(range(slots))  # a heap: the lowest free slot is handed out first
-        self._owners: dict[int, weakref.ref[KVSlot]] = {}  # slot -> its handle
-        self._lock = threading.Lock()  # releases may come from a garbage-collecting thread
+        # slot -> (its handle, the handle's index cell); a release names the cell, so one that
+        # comes late (the slot was moved or reclaimed since) finds a different cell and is void
+        self._owners: dict[int, tuple[weakref.ref[KVSlot], list[int]]] = {}
+        # re-entrant: a handle collected while the pool holds the lock releases from inside
+        # (cyclic GC can run on any allocation); releases may also come from other threads
+        self._lock = threading.RLock()
 
     @property
     def slots(self) -> int:
@@ -73,7 +77,7 @@ class KVPool:
             index = heapq.heappop(self._free)
             self.lengths[index] = 0
             handle = KVSlot(self, index)
-            self._owners[index] = weakref.ref(handle)
+            self._owners[index] = (weakref.ref(handle), handle._cell)
         return handle
 
     def reserve(self, slots: int) -> None:
@@ -86,8 +90,11 @@ class KVPool:
         """Return the slot in `cell` (a handle's index cell, see `KVSlot`) to the pool."""
         with self._lock:
             index = cell[0]
+            owner = self._owners.get(index)
+            if owner is None or owner[1] is not cell:
+                return  # released already (e.g. found dead by `compact`)
+            del self._owners[index]
             self.lengths[index] = 0
-            self._owners.pop(index, None)
             heapq.heappush(self._free, index)
 
     def compact(self) -> bool:
@@ -95,23 +102,23 @@ class KVPool:
         use are 0..n-1 (one copy per moved stream; their handles follow). False if nothing
         needed to move."""
         with self._lock:
+            for index, (ref, _) in list(self._owners.items()):
+                if ref() is None:  # collected, its finalizer not run yet: free it now
+                    del self._owners[index]
+                    self.lengths[index] = 0
             used = sorted(self._owners)
             n = len(used)
             movers = [i for i in used if i >= n]
-            if not movers:
-                return False
             holes = [i for i in range(n) if i not in self._owners]
             for src, dst in zip(movers, holes, strict=True):
                 length = self.lengths[src]
                 self.data[:, dst, :, :length] = self.data[:, src, :, :length]
                 self.lengths[dst], self.lengths[src] = length, 0
-                ref = self._owners.pop(src)
-                self._owners[dst] = ref
-                handle = ref()
-                if handle is not None:
-                    handle._cell[0] = dst
-            self._free = list(range(n, self.slots))  # sorted: a valid heap
-            return True
+                ref, cell = self._owners.pop(src)
+                self._owners[dst] = (ref, cell)
+                cell[0] = dst
+            self._free = [i for i in range(self.slots) if i not in self._owners]  # sorted: a heap
+            return bool(movers)
 
     def fits(self, length: int) -> bool:
         return self.max_width is None or length <= self.max_width

@@ -122,6 +122,8 @@ def _pool_span(requests: Sequence[StepRequest]) -> _PoolSpan | None:
         if slot is None or slot.pool is not pool or req.beam.size != 1 or req.lookahead:
             return None
         by_slot[slot.index] = req
+    if len(by_slot) != len(requests):  # two requests over one source: rows must be distinct
+        return None
     if _gaps(by_slot) > MAX_FILLER_SHARE * len(requests):
         # released slots among the requested ones: move streams down (once), then look again
         if not pool.compact():
