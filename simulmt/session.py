@@ -35,9 +35,10 @@ class InputError(ValueError):
 
 def max_source_tokens(engine: Engine, options: SearchOptions) -> int:
     """Source tokens a sentence may have: its translation (cut at ratio*|x|+extra tokens)
-    must still fit the decoder's positions."""
-    max_len = engine.model.cfg.max_len
-    return max(1, int((max_len - options.max_len_extra) / options.max_len_ratio))
+    must still fit the decoder's positions: the step that ends the longest hypothesis feeds its
+    last token at position ratio*|x|+extra, which must be below max_len."""
+    last_position = engine.model.cfg.max_len - 1
+    return max(1, int((last_position - options.max_len_extra) / options.max_len_ratio))
 
 
 @dataclass(frozen=True)

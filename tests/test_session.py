@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulmt.engine import Engine
-from simulmt.search.offline import greedy_decode
+from simulmt.search.offline import greedy_decode, max_target_len
 from simulmt.search.options import SearchOptions
 from simulmt.session import InputError, Session, SessionLimits, advance
 from simulmt.updates import Update
@@ -186,6 +186,8 @@ def test_sentence_over_the_models_positions_is_cut_by_tokens() -> None:
     s = Session(ENGINE, policy="wait-k:k=3", limits=SessionLimits(max_sentence_words=1000))
     tokens = len(ENGINE.tokenizer.encode(text))
     assert tokens > 2 * s.max_tokens  # the tiny tokenizer: ~2.7 tokens a word
+    assert s.max_tokens == 250  # max_len 512: the longest translation ends at position 510
+    assert max_target_len(s.max_tokens) <= ENGINE.model.cfg.max_len - 1
     ups = s.push(text) + s.finish()
     finals = [u for u in ups if u.final]
     assert len(finals) >= 3 and " ".join(u.source for u in finals) == text
