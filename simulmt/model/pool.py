@@ -60,6 +60,7 @@ class KVPool:
         # re-entrant: a handle collected while the pool holds the lock releases from inside
         # (cyclic GC can run on any allocation); releases may also come from other threads
         self._lock = threading.RLock()
+        self._released = False  # a slot was released since the last compaction (holes maybe)
 
     @property
     def slots(self) -> int:
@@ -96,12 +97,17 @@ class KVPool:
             del self._owners[index]
             self.lengths[index] = 0
             heapq.heappush(self._free, index)
+            self._released = True
 
     def compact(self) -> bool:
         """Move the streams in the highest slots into the lowest free ones, so the slots in
         use are 0..n-1 (one copy per moved stream; their handles follow). False if nothing
-        needed to move."""
+        needed to move. Only a release makes holes, so without one since the last call this
+        is O(1) (a server asks at nearly every step)."""
         with self._lock:
+            if not self._released:
+                return False
+            self._released = False
             for index, (ref, _) in list(self._owners.items()):
                 if ref() is None:  # collected, its finalizer not run yet: free it now
                     del self._owners[index]
