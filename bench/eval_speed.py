@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/eval_speed.py --source test.de --reference test.en \\
         --policy wait-k:k=3 --limit 200 [--model DIR | --tiny] [--batch-size 512] [--threads 1] \\
-        [--jobs 2] [--simuleval-threads 1]
+        [--jobs 2] [--simuleval-threads 1] [--repeats 3]
 
 Both run end to end as subprocesses (model loading included); the report gives the speed
 ratio and whether the two agree: per-sentence outputs and delays, BLEU, AL, LAAL, AP, DAL.
@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from statistics import median
 
 BIN = Path(sys.executable).parent
 
@@ -71,6 +72,12 @@ def main() -> int:
         help="torch threads of the SimulEval run (default: --threads x --jobs, the same cores)",
     )
     p.add_argument("--dtype", default="float32", help="inference precision in both runs")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="run both N times, alternating (a shared machine drifts): every ratio and the median",
+    )
     args = p.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="eval_speed_"))
@@ -129,8 +136,11 @@ def main() -> int:
         args.dtype,
         *model_args,
     ]
-    t_ours, ours = timed(ours_cmd)
-    t_se, se = timed(se_cmd)
+    ratios: list[tuple[float, float]] = []
+    for _ in range(args.repeats):  # alternating: each pair sees the machine as it is then
+        t_ours, ours = timed(ours_cmd)
+        t_se, se = timed(se_cmd)
+        ratios.append((t_ours, t_se))
 
     from simulmt.eval.instances import read_instances
 
@@ -148,6 +158,11 @@ def main() -> int:
     print(f"simulmt eval : {t_ours:8.1f} s wall (simulation alone {mine['wall_s']:.1f} s)")
     print(f"simuleval    : {t_se:8.1f} s wall")
     print(f"speed ratio  : {t_se / t_ours:8.1f}x")
+    if len(ratios) > 1:
+        each = sorted(se_s / ours_s for ours_s, se_s in ratios)
+        runs = ", ".join(f"{o:.1f} s vs {t:.1f} s" for o, t in ratios)
+        print(f"all runs     : {runs}")
+        print(f"ratios       : {', '.join(f'{r:.1f}x' for r in each)}  median {median(each):.1f}x")
     print(f"identical sentences (output and delays): {same}/{len(a)}")
     skip = _skip_empty(a)  # SimulEval leaves empty hypotheses out of the latency means
     print(f"{'':8s}{'simulmt':>10s}{'(skip empty)':>14s}{'simuleval':>11s}")
