@@ -62,6 +62,7 @@ class FullSentence(FixedSchedule):
 
 
 @functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=64)
 def _catchup(r: float) -> Fraction:
     return Fraction(repr(r)) - 1  # decimal arithmetic: r=1.7 gives c=7/10, not 0.6999…
 
@@ -95,7 +96,8 @@ class WaitK(FixedSchedule):
 
     def g(self, i: int) -> float:
         _check_i(i)
-        return self.k + i - 1 - math.floor(_catchup(self.r) * i)
+        c = _catchup(self.r)
+        return self.k + i - 1 - (math.floor(c * i) if c else 0)  # c = 0: plain wait-k
 
 
 def _parse_values(text: str) -> tuple[int, ...] | str:
