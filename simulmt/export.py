@@ -49,13 +49,17 @@ def export(run: Path, out: Path, *, average: int = 1, name: str = "", fp16: bool
     if fp16:
         weights = {k: v.half() if v.is_floating_point() else v for k, v in weights.items()}
     train_cfg = dict(base.get("train_config", {}))
+    warm = dict(base.get("warm_start", {}))
+    run_steps = int(base.get("progress", {}).get("step", 0))
     meta = {
         "name": name or out.name,
         "src": train_cfg.get("src", "de"),
         "tgt": train_cfg.get("tgt", "en"),
-        "steps": int(base.get("progress", {}).get("step", 0)),
+        "steps": int(warm.get("steps", 0)) + run_steps,  # updates in all, earlier runs included
         "averaged": [p.name for p in chosen],
     }
+    if warm:
+        meta["warm_start"] = {**warm, "run_steps": run_steps}
     payload = {
         "model_config": base["model_config"],
         "model": weights,

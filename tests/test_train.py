@@ -169,6 +169,13 @@ def test_warm_start_from_model_folder(data_dir: Path, tmp_path: Path) -> None:
     for name, value in warm.model.state_dict().items():
         assert torch.equal(value, shipped[name].float()), name
     assert warm.run().step == 2
+    export(tmp_path / "warm", tmp_path / "warm-model")
+    meta = load_checkpoint(tmp_path / "warm-model" / "model.pt")["meta"]
+    assert meta["steps"] == 6 + 2 and meta["warm_start"] == {
+        "from": "model",
+        "steps": 6,
+        "run_steps": 2,
+    }
     # --resume of the warm run takes precedence over init_from
     again = Trainer(
         tiny_config(data_dir, tmp_path / "warm", max_steps=3, init_from=str(tmp_path / "model")),

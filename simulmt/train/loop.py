@@ -113,6 +113,7 @@ class Trainer:
         )
         self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda s: lr_factor(s, cfg.warmup))
         self.progress = Progress()
+        self.warm_start: dict[str, Any] = {}  # the model this run began from (init_from)
         if resume and (cfg.out / "last.pt").exists():
             self._restore(cfg.out / "last.pt")
         elif cfg.init_from is not None:
@@ -148,6 +149,7 @@ class Trainer:
                 "best_bleu": p.best_bleu,
             },
             "tokenizer": self.tok.to_bytes(),
+            "warm_start": self.warm_start,
         }
 
     def _restore(self, path: Path) -> None:
@@ -157,6 +159,7 @@ class Trainer:
         self.sched.load_state_dict(data["scheduler"])
         torch.set_rng_state(data["rng"])
         self.progress = Progress(**data["progress"])
+        self.warm_start = dict(data.get("warm_start", {}))
         log.info("resumed from %s at step %d", path, self.progress.step)
 
     def _warm_start(self, source: Path) -> None:
@@ -175,6 +178,10 @@ class Trainer:
             )
         self.model.load_state_dict(model_from_checkpoint(path, data).state_dict())
         self.model.train()
+        meta = dict(data.get("meta", {}))
+        progress = dict(data.get("progress", {}))
+        earlier = int(meta.get("steps", progress.get("step", 0)) or 0)
+        self.warm_start = {"from": str(meta.get("name", path)), "steps": earlier}
         log.info("warm start from %s (%s)", path, data.get("meta", {}).get("name", "checkpoint"))
 
     def save(self, *, best: bool = False) -> None:
