@@ -23,6 +23,7 @@ from simulmt.eval.report import PolicyResult, format_table
 from simulmt.eval.sweep import expand_sweep
 
 from simulmt.runtime import DTYPE_NAMES
+from simulmt.search.options import Scoring
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--source", type=Path, required=True, help="source sentences, one per line")
     a("--reference", type=Path, required=True, help="reference translations, one per line")
     a("--beam", type=int, default=1, help="beam size (default 1: greedy)")
+    a(
+        "--scoring",
+        choices=[s.value for s in Scoring],
+        default=RunConfig.scoring.value,
+        help="how the beam ranks hypotheses of different lengths "
+        f"(default {RunConfig.scoring.value})",
+    )
+    a(
+        "--alpha",
+        type=float,
+        default=RunConfig.alpha,
+        help=f"GNMT length-normalization exponent (default {RunConfig.alpha})",
+    )
     a("--model", type=Path, default=None, help="model folder (default: the bundled model)")
     a(
         "--output",
@@ -210,7 +224,13 @@ def _evaluate_all(
 
     for spec in specs:
         load_policy(spec)  # fail on a bad spec before loading the model
-    run_config = RunConfig(beam=args.beam, batch_size=args.batch_size, jobs=args.jobs)
+    run_config = RunConfig(
+        beam=args.beam,
+        batch_size=args.batch_size,
+        jobs=args.jobs,
+        scoring=Scoring(args.scoring),
+        alpha=args.alpha,
+    )
     if args.threads is not None:
         import torch
 
@@ -230,6 +250,8 @@ def _evaluate_all(
             latency=corpus_latency(sentences, latency_config),
             config=latency_config,
             beam=args.beam,
+            scoring=args.scoring,
+            alpha=args.alpha,
             wall_s=sim.wall_s,
             groups=_group_scores(labels, sim.stats, sentences, references, latency_config)
             if labels is not None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simulmt.search.options import Scoring, SearchOptions
+
 __all__ = ["RunConfig"]
 
 
@@ -12,6 +14,11 @@ class RunConfig:
     beam: int = 1  # greedy, the usual simultaneous setting; >1 runs the online beam search
     batch_size: int = 512  # lines in flight together (per job); amortizes per-step overhead
     jobs: int = 1  # worker processes, each simulating every jobs-th line (fork, Linux)
+    scoring: Scoring = SearchOptions.scoring  # how the beam ranks hypotheses of different length
+    alpha: float = SearchOptions.alpha  # GNMT length-normalization exponent
+
+    def search_options(self) -> SearchOptions:
+        return SearchOptions(beam=self.beam, scoring=self.scoring, alpha=self.alpha)
 
     def __post_init__(self) -> None:
         for name in ("beam", "batch_size", "jobs"):

@@ -26,6 +26,8 @@ class PolicyResult:
     latency: CorpusLatency
     config: LatencyConfig
     beam: int = 1
+    scoring: str = "gnmt"  # the beam's length scoring (SearchOptions.scoring)
+    alpha: float = 0.6  # its GNMT exponent
     wall_s: float | None = None  # wall-clock time of the simulation
     groups: dict[str, dict[str, object]] | None = None  # per-label scores (--groups)
 
@@ -43,6 +45,8 @@ class PolicyResult:
             "bleu_signature": self.quality.bleu_signature,
             "chrf_signature": self.quality.chrf_signature,
             "beam": self.beam,
+            "scoring": self.scoring,
+            "alpha": self.alpha,
             "target_length": self.config.target_length.value,
             "empty_scoring": self.config.empty.value,
             "rate": self.config.rate,

@@ -149,7 +149,10 @@ def _run_pool(
             if track is None:
                 break
             session = Session(
-                engine, policy=policy, beam=config.beam, tentative=track.record_displays
+                engine,
+                policy=policy,
+                options=config.search_options(),
+                tentative=track.record_displays,
             )
             active.append((track, session))
         if not active:

@@ -207,6 +207,29 @@ def test_bad_input_is_explained(engine: Engine) -> None:
         RunConfig(jobs=0)
 
 
+def test_search_options_reach_the_sessions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--scoring/--alpha (RunConfig) become the SearchOptions of every simulated session."""
+    from simulmt.eval import runner
+
+    from simulmt.search.options import Scoring, SearchOptions
+
+    seen: list[SearchOptions] = []
+    real = runner.Session
+
+    def spy(*args: object, **kw: object) -> object:
+        options = kw["options"]
+        assert isinstance(options, SearchOptions)
+        seen.append(options)
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runner, "Session", spy)
+    config = RunConfig(beam=3, scoring=Scoring.LENGTH_NORM, alpha=1.4, batch_size=2)
+    simulate(Engine.tiny(seed=0), "full", LINES[:2], ["x", "y"], config=config)
+    assert seen and all(
+        (o.beam, o.scoring, o.alpha) == (3, Scoring.LENGTH_NORM, 1.4) for o in seen
+    )
+
+
 def _simulmt(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "simulmt.cli", *args],
                           capture_output=True, text=True, timeout=300)  # fmt: skip
@@ -218,10 +241,11 @@ def test_eval_cli_json_output_and_plot(files: Path, tmp_path: Path) -> None:
         "eval", "--policy", "full", "--sweep", "wait-k:k=1,3", "--source", str(files / "src.txt"),
         "--reference", str(files / "ref.txt"), "--model", str(files / "model"),
         "--output", str(out), "--json", "--threads", "1", "--no-progress", "--batch-size", "1",
-        "--jobs", "2",
+        "--jobs", "2", "--alpha", "1.4",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert all((r["scoring"], r["alpha"]) == ("gnmt", 1.4) for r in rows)
     assert [r["policy"] for r in rows] == ["full", "wait-k:k=1", "wait-k:k=3"]
     for r in rows:
         assert {"policy", "bleu", "chrf", "al", "laal", "dal", "ap", "ca_al", "sentences",
