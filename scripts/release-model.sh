@@ -26,4 +26,4 @@ EVAL=($BIN/simulmt eval --model $M --source cache/test-1in5.de --reference cache
 "${EVAL[@]}" --policy full --beam 5 --output cache/results-beam5 > docs/results-beam5.jsonl
 wait
 $BIN/simulmt plot results/* -o docs/curve.png
-$BIN/simulmt plot results/* -o docs/curve-low-latency.png --xlim 2.6,4.6 --ylim 18.5,22.5 --title "Quality–latency, AL 2.6–4.6 (zoom)"
+$BIN/simulmt plot results/* -o docs/curve-low-latency.png --xlim 2.6,4.6 --ylim 19.5,23 --title "Quality–latency, AL 2.6–4.6 (zoom)"
