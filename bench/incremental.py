@@ -30,11 +30,6 @@ from simulmt.search.step import StepRequest, run_step
 K = 3
 
 
-def _grow(cache: torch.Tensor | None, new: torch.Tensor) -> torch.Tensor:
-    """Append positions to a beam's (2L, B, H, T, dh) cache block (as the engine's beams do)."""
-    return new if cache is None else torch.cat([cache, new], dim=3)
-
-
 def incremental(model: SimulTransformer, src: torch.Tensor) -> tuple[list[list[int]], float]:
     """src: (B, n) — B streams in lockstep; READs encode one new token per stream (one batched
     encoder call), WRITEs are one batched decoder step through the engine's `run_step`."""
@@ -65,7 +60,7 @@ def incremental(model: SimulTransformer, src: torch.Tensor) -> tuple[list[list[i
             for s, (beam, res) in enumerate(zip(beams, results, strict=True)):
                 tok = picks[s]
                 out[s].append(tok)
-                beam.self_kv = _grow(beam.self_kv, res.self_kv)
+                beam.extend_cache(res.self_kv, written=res.homed)  # as the engine's beams
                 beam.tokens = torch.cat([beam.tokens, torch.tensor([[tok]])], dim=1)
                 beam.token_lp = torch.zeros(1, beam.tokens.shape[1] - 1)
     return out, time.perf_counter() - t0

@@ -78,9 +78,7 @@ def test_incremental_decoder_equals_teacher_forced(src_len: int, tgt_len: int, s
         for t in range(tgt_len):
             (res,) = run_step(MODEL, [StepRequest(source, beam, int(vis[0, t]))])
             assert (res.log_probs[0] - full[t]).abs().max() <= 1e-4
-            beam.self_kv = (
-                res.self_kv if beam.self_kv is None else torch.cat([beam.self_kv, res.self_kv], 3)
-            )
+            beam.extend_cache(res.self_kv, written=res.homed)
             beam.tokens = tgt[:, : t + 2] if t + 1 < tgt_len else beam.tokens
             beam.token_lp = torch.zeros(1, beam.tokens.shape[1] - 1)
 

@@ -112,11 +112,24 @@ def _drop(drop: nn.Dropout, x: torch.Tensor) -> torch.Tensor:
     return drop(x) if drop.training else x
 
 
-def _attach(past: KV | None, k: torch.Tensor, v: torch.Tensor, room: bool) -> KV:
+def _attach(
+    past: KV | None,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    room: bool,
+    write_at: torch.Tensor | None = None,
+) -> KV:
     """Keys/values of past + new positions. With `room`, past (B, H, P+T, dh) already has the
-    T new slots at its end: they are filled in place (no copy of the past); else concatenate."""
+    T new slots at its end: they are filled in place (no copy of the past); with `write_at`
+    (B,), T is 1 and row b's new position goes to past[b, :, write_at[b]] (rows of different
+    lengths in one buffer, e.g. a view of a cache pool); else concatenate."""
     if past is None:
         return k, v
+    if write_at is not None:
+        rows = torch.arange(k.shape[0])  # (B,)
+        past[0][rows, :, write_at] = k[:, :, 0]  # (B, H, dh) into (B, H, W, dh)
+        past[1][rows, :, write_at] = v[:, :, 0]
+        return past
     if room:
         t = k.shape[2]
         past[0][:, :, -t:] = k
@@ -169,14 +182,17 @@ class DecoderLayer(nn.Module):
         *,
         return_weights: bool = False,
         room: bool = False,
+        write_at: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, KV, torch.Tensor | None]:
-        """x: (N, T, D); past: (N, H, P, dh) (with `room`: (N, H, P+T, dh), last T slots free);
-        self_mask: (N, 1, T, P+T);
-        cross: (N, H, S, dh) each; cross_mask: (N, 1, T, S). Returns new x, self K/V, weights."""
+        """x: (N, T, D); past: (N, H, P, dh) (with `room`: (N, H, P+T, dh), last T slots free;
+        with `write_at` (N,): T = 1 and row n's new slot is past[n, :, write_at[n]]);
+        self_mask: (N, 1, T, P+T) (with `write_at`: (N, 1, 1, P));
+        cross: (N, H, S, dh) each; cross_mask: (N, 1, T, S).
+        Returns new x, the new positions' self K/V (N, H, T, dh) each, weights."""
         h = _ln(self.ln_self, x)
         k, v = self.self_attn.project_kv(h)  # (N, H, T, dh)
-        k, v = _attach(past, k, v, room)  # (N, H, P+T, dh)
-        a, _ = self.self_attn(h, k, v, self_mask)
+        keys, values = _attach(past, k, v, room, write_at)  # (N, H, P+T, dh)
+        a, _ = self.self_attn(h, keys, values, self_mask)
         x = x + _drop(self.drop, a)
         c, weights = self.cross_attn(
             _ln(self.ln_cross, x), cross[0], cross[1], cross_mask, return_weights=return_weights

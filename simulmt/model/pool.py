@@ -6,10 +6,16 @@ hundreds of streams that copy costs as much as the step's arithmetic). In a pool
 cache is row `slot_r` of one buffer, so streams in consecutive slots *are* a batch: a view, no
 copy. The buffer doubles (slots or positions) when full, so appends are amortized O(new).
 
+Each slot has two planes, moved together: the *source* plane (`data`: the append-only
+cross-attention K/V of the stream's source) and the *target* plane (`target`: the decoder
+self-attention K/V of the stream's beam while it is one hypothesis, see `BeamState.home`). A
+decoder step over streams in consecutive slots reads both as views and writes each row's new
+target K/V in place, so no stream's cache is copied or concatenated at a step.
+
 The pool is memory, not stream state: each stream owns its slot through a `KVSlot` handle held
-by its `SourceState`; the slot returns to the pool when the handle is released or collected.
-Padding positions after a slot's length hold zeros or an earlier stream's values (always
-finite); readers mask them out.
+by its `SourceState` (and by the beam homed in it); the slot returns to the pool when the handle
+is released or collected. Padding positions after a slot's length hold zeros or an earlier
+stream's values (always finite); readers mask them out.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import heapq
 import threading
 import weakref
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
@@ -36,8 +43,15 @@ class PoolShape:
     dtype: torch.dtype
 
 
+class TargetOwner(Protocol):
+    """What lives in a slot's target plane: a beam that can take its cache back (`unhome`)."""
+
+    def unhome(self) -> None: ...
+
+
 class KVPool:
-    """Caches of many streams in one buffer `data`: (2L, R, H, W, dh); row r is slot r."""
+    """Caches of many streams in one buffer per plane: `data` (2L, R, H, W, dh) for sources and
+    `target` (2L, R, H, W_t, dh) for single-hypothesis beams; row r of both is slot r."""
 
     def __init__(
         self,
@@ -53,6 +67,10 @@ class KVPool:
             shape.layers2, slots, shape.heads, width, shape.head_dim, dtype=shape.dtype
         )  # (2L, R, H, W, dh)
         self.lengths = [0] * slots  # positions in use per slot
+        self.target = torch.zeros(
+            shape.layers2, slots, shape.heads, MIN_WIDTH, shape.head_dim, dtype=shape.dtype
+        )  # (2L, R, H, W_t, dh)
+        self.target_lengths = [0] * slots
         self._free = list(range(slots))  # a heap: the lowest free slot is handed out first
         # slot -> (its handle, the handle's index cell); a release names the cell, so one that
         # comes late (the slot was moved or reclaimed since) finds a different cell and is void
@@ -76,7 +94,7 @@ class KVPool:
             if not self._free:
                 self._grow(slots=2 * self.slots)
             index = heapq.heappop(self._free)
-            self.lengths[index] = 0
+            self.lengths[index] = self.target_lengths[index] = 0
             handle = KVSlot(self, index)
             self._owners[index] = (weakref.ref(handle), handle._cell)
         return handle
@@ -95,7 +113,7 @@ class KVPool:
             if owner is None or owner[1] is not cell:
                 return  # released already (e.g. found dead by `compact`)
             del self._owners[index]
-            self.lengths[index] = 0
+            self.lengths[index] = self.target_lengths[index] = 0
             heapq.heappush(self._free, index)
             self._released = True
 
@@ -111,7 +129,7 @@ class KVPool:
             for index, (ref, _) in list(self._owners.items()):
                 if ref() is None:  # collected, its finalizer not run yet: free it now
                     del self._owners[index]
-                    self.lengths[index] = 0
+                    self.lengths[index] = self.target_lengths[index] = 0
             used = sorted(self._owners)
             n = len(used)
             movers = [i for i in used if i >= n]
@@ -120,6 +138,9 @@ class KVPool:
                 length = self.lengths[src]
                 self.data[:, dst, :, :length] = self.data[:, src, :, :length]
                 self.lengths[dst], self.lengths[src] = length, 0
+                length = self.target_lengths[src]
+                self.target[:, dst, :, :length] = self.target[:, src, :, :length]
+                self.target_lengths[dst], self.target_lengths[src] = length, 0
                 ref, cell = self._owners.pop(src)
                 self._owners[dst] = (ref, cell)
                 cell[0] = dst
@@ -149,15 +170,50 @@ class KVPool:
         """Slots lo..hi-1 as one batch (2L, hi-lo, H, width, dh): a view, no copy."""
         return self.data[:, lo:hi, :, :width]
 
-    def _grow(self, *, slots: int = 0, width: int = 0) -> None:
-        old = self.data
-        r, w = max(slots, old.shape[1]), max(width, old.shape[3])
-        new = old.new_zeros(old.shape[0], r, old.shape[2], w, old.shape[4])  # (2L, R', H, W', dh)
-        new[:, : old.shape[1], :, : old.shape[3]] = old
-        for i in range(old.shape[1], r):
+    # ---- the target plane ---------------------------------------------------------------
+    def target_rows(self, lo: int, hi: int, width: int) -> torch.Tensor:
+        """Target caches of slots lo..hi-1 as one batch (2L, hi-lo, H, width, dh): a view (the
+        plane widened first if needed, within `max_width`); a step writes new K/V into it."""
+        if width > self.target.shape[3]:
+            with self._lock:
+                self._grow(target_width=max(2 * self.target.shape[3], width))
+        return self.target[:, lo:hi, :, :width]
+
+    def target_view(self, index: int) -> torch.Tensor:
+        """Slot `index`'s target cache (2L, 1, H, length, dh), a view valid until the pool next
+        changes."""
+        return self.target[:, index : index + 1, :, : self.target_lengths[index]]
+
+    def write_target(self, index: int, start: int, new: torch.Tensor) -> None:
+        """Write target K/V (2L, 1, H, n, dh) at positions start.. of slot `index`; its length
+        becomes start + n."""
+        end = start + int(new.shape[3])
+        if not self.fits(end):
+            raise ValueError(f"a cache of {end} positions exceeds this pool's {self.max_width}")
+        if end > self.target.shape[3]:
+            with self._lock:
+                self._grow(target_width=max(2 * self.target.shape[3], end))
+        self.target[:, index : index + 1, :, start:end] = new
+        self.target_lengths[index] = end
+
+    def _grow(self, *, slots: int = 0, width: int = 0, target_width: int = 0) -> None:
+        old_slots = self.slots
+        r = max(slots, old_slots)
+        self.data = _grown(self.data, r, max(width, self.data.shape[3]))
+        self.target = _grown(self.target, r, max(target_width, self.target.shape[3]))
+        for i in range(old_slots, r):
             heapq.heappush(self._free, i)
-        self.lengths += [0] * (r - old.shape[1])
-        self.data = new
+        self.lengths += [0] * (r - old_slots)
+        self.target_lengths += [0] * (r - old_slots)
+
+
+def _grown(old: torch.Tensor, slots: int, width: int) -> torch.Tensor:
+    """`old` (2L, R, H, W, dh) copied into a zeroed (2L, slots, H, width, dh); itself if equal."""
+    if old.shape[1] == slots and old.shape[3] == width:
+        return old
+    new = old.new_zeros(old.shape[0], slots, old.shape[2], width, old.shape[4])
+    new[:, : old.shape[1], :, : old.shape[3]] = old
+    return new
 
 
 class KVSlot:
@@ -169,6 +225,7 @@ class KVSlot:
         self.pool = pool
         self._cell = [index]  # shared with the finalizer, which must not hold the handle
         self._finalizer = weakref.finalize(self, pool.release, self._cell)
+        self._owner: weakref.ref[TargetOwner] | None = None  # the beam homed in the target plane
 
     @property
     def index(self) -> int:
@@ -187,11 +244,49 @@ class KVSlot:
         return self.pool.view(self.index)  # (2L, 1, H, length, dh)
 
     def release(self) -> None:
+        self.evict()
         self._finalizer()
+
+    # ---- the target plane: one beam at a time ------------------------------------------
+    @property
+    def target_length(self) -> int:
+        return self.pool.target_lengths[self.index]
+
+    def truncate_target(self, n: int) -> None:
+        lengths = self.pool.target_lengths
+        lengths[self.index] = min(lengths[self.index], n)
+
+    def target(self) -> torch.Tensor:
+        return self.pool.target_view(self.index)  # (2L, 1, H, length, dh)
+
+    def owned_by(self, beam: TargetOwner) -> bool:
+        return self._owner is not None and self._owner() is beam
+
+    def adopt(self, beam: TargetOwner, cache: torch.Tensor | None) -> None:
+        """Make `beam` the owner of the target plane, its cache (2L, 1, H, T, dh) copied in; a
+        previous owner still alive takes its cache back first."""
+        if not self._finalizer.alive:
+            raise RuntimeError("adopt into a released cache slot")
+        self.evict()
+        self.pool.target_lengths[self.index] = 0
+        if cache is not None and cache.shape[3]:
+            self.pool.write_target(self.index, 0, cache)
+        self._owner = weakref.ref(beam)
+
+    def disown(self) -> None:
+        self._owner = None
+
+    def evict(self) -> None:
+        """The owner (if any) takes its cache back into a tensor of its own."""
+        owner = None if self._owner is None else self._owner()
+        if owner is not None:
+            owner.unhome()  # reads the plane, then disowns
+        self._owner = None
 
     def spill(self) -> KVSlot:
         """This stream's cache moved to a one-slot pool of its own without a width limit (for a
-        stream too long for a shared pool); this slot is released."""
+        stream too long for a shared pool); this slot is released (its beam takes its cache
+        back first)."""
         own = KVPool(self.pool.shape, slots=1, width=max(MIN_WIDTH, self.length), max_width=None)
         moved = own.claim()
         moved.append(self.tensor())

@@ -49,13 +49,22 @@ class Hypothesis:
     attention_sum: tuple[float, ...] = ()  # accumulated cross-attention per source token
 
 
-@dataclass
+@dataclass(eq=False)
 class BeamState:
+    """The hypotheses of one stream's sentence.
+
+    The decoder self-attention cache of tokens[:, :-1] is either a tensor of the beam's own
+    (`self_kv`) or, while the beam is one hypothesis, the target plane of its source's pool slot
+    (`home`; `self_kv` is then None): a batched step over streams in consecutive slots reads
+    those caches as one view and writes each new position in place (`simulmt.search.step`).
+    `cache()` gives the cache either way; `unhome()` takes it back into a tensor."""
+
     tokens: torch.Tensor  # (Bm, T) BOS + target tokens, best hypothesis first
     token_lp: torch.Tensor  # (Bm, T-1) log-probability of each target token
     self_kv: torch.Tensor | None = None  # (2L, Bm, H, T-1, dh) K/V of tokens[:, :-1] (stack_kv)
     attn: torch.Tensor | None = None  # (Bm, T-1, S) cross-attention per token (coverage penalty)
     complete: list[Hypothesis] = field(default_factory=list)
+    home: KVSlot | None = field(default=None, repr=False)  # the slot holding the cache, if any
 
     @classmethod
     def start(cls, prefix: list[int] | None = None) -> BeamState:
@@ -77,7 +86,57 @@ class BeamState:
         return int(self.tokens.shape[1]) - 1
 
     def cached(self) -> int:
+        if self.home is not None:
+            return self.home.target_length
         return 0 if self.self_kv is None else int(self.self_kv.shape[3])
+
+    def cache(self) -> torch.Tensor | None:
+        """(2L, Bm, H, T-1, dh) or None if empty; if homed a view of the pool, valid until the
+        pool next changes."""
+        if self.home is not None:
+            return self.home.target() if self.home.target_length else None
+        return self.self_kv
+
+    def homed_in(self, slot: KVSlot) -> bool:
+        return self.home is slot and slot.owned_by(self)
+
+    def home_in(self, slot: KVSlot) -> None:
+        """Move the cache of this one-hypothesis beam into `slot`'s target plane."""
+        if self.homed_in(slot):
+            return
+        if self.size != 1:
+            raise ValueError(f"only a one-hypothesis beam has a home, not {self.size}")
+        self.unhome()
+        slot.adopt(self, self.self_kv)
+        self.self_kv = None
+        self.home = slot
+
+    def unhome(self) -> None:
+        """Take the cache back from the pool into `self_kv` (before anything that needs a
+        tensor of the beam's own: more hypotheses, another beam over the same slot)."""
+        slot = self.home
+        if slot is None:
+            return
+        self.home = None
+        if slot.owned_by(self):
+            kv = slot.target()  # (2L, 1, H, T-1, dh)
+            self.self_kv = kv.clone() if kv.shape[3] else None
+            slot.disown()
+
+    def extend_cache(self, new: torch.Tensor, *, written: bool = False) -> None:
+        """Append the K/V (2L, Bm, H, 1, dh) of the position just fed. `written`: the step put
+        it into the home slot already (at position `cached()`)."""
+        home = self.home
+        if home is not None and home.owned_by(self):
+            n = home.target_length
+            if written:
+                home.pool.target_lengths[home.index] = n + 1
+                return
+            if home.pool.fits(n + 1):
+                home.pool.write_target(home.index, n, new)
+                return
+            self.unhome()  # too long for the pool: a tensor of its own from now on
+        self.self_kv = new if self.self_kv is None else torch.cat([self.self_kv, new], dim=3)
 
     def best(self) -> list[int]:
         """Tokens of the best active hypothesis (the best complete one if none is active)."""
@@ -88,6 +147,10 @@ class BeamState:
 
 def reorder(beam: BeamState, index: torch.Tensor) -> None:
     """Keep hypotheses `index` (Bm',) in that order, with their caches."""
+    if beam.home is not None:
+        if index.shape == (1,) and int(index[0]) == 0 and beam.size == 1:
+            return  # the one hypothesis stays where it is
+        beam.unhome()
     beam.tokens = beam.tokens.index_select(0, index)  # (Bm', T)
     beam.token_lp = beam.token_lp.index_select(0, index)  # (Bm', T-1)
     if beam.self_kv is not None:
@@ -107,6 +170,8 @@ def truncate(beam: BeamState, n: int) -> None:
         beam.attn = beam.attn[:, :n]  # (Bm, n, S)
     if beam.self_kv is not None:
         beam.self_kv = beam.self_kv[:, :, :, :n]  # (2L, Bm, H, n, dh)
+    if beam.home is not None:
+        beam.home.truncate_target(n)
     keep: dict[tuple[int, ...], int] = {}
     for i, row in enumerate(beam.tokens.tolist()):
         keep.setdefault(tuple(row), i)

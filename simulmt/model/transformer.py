@@ -151,6 +151,7 @@ class SimulTransformer(nn.Module):
         *,
         return_attention: bool = False,
         room: bool = False,
+        write_at: torch.Tensor | None = None,
     ) -> StepOutput:
         """One decoder step for N hypotheses (from any number of streams).
 
@@ -159,11 +160,18 @@ class SimulTransformer(nn.Module):
         between streams of different lengths is False); cross: per layer (N, H, S, dh);
         cross_valid: (N, S) which source tokens this step may attend to (at least one True).
         With `room`, past is (N, H, P+1, dh) and its last slot is filled in place (no copy).
+        With `write_at` (N,), past is (N, H, P, dh) whose row n takes its new K/V at position
+        write_at[n] (in place), and past_valid (N, P) must include those new positions.
         """
         n = last.shape[0]
         x = self.embed_tokens(last.view(n, 1), positions.view(n, 1))  # (N, 1, D)
-        ones = torch.ones(n, 1, dtype=torch.bool, device=last.device)
-        valid = ones if past_valid is None else torch.cat([past_valid, ones], dim=1)  # (N, P+1)
+        if write_at is not None:
+            if past is None or past_valid is None:
+                raise ValueError("write_at needs a past buffer and its validity mask")
+            valid = past_valid  # (N, P), new positions included
+        else:
+            ones = torch.ones(n, 1, dtype=torch.bool, device=last.device)
+            valid = ones if past_valid is None else torch.cat([past_valid, ones], dim=1)
         self_mask = valid.view(n, 1, 1, -1)  # (N, 1, 1, P+1)
         cross_mask = cross_valid.view(n, 1, 1, -1)  # (N, 1, 1, S)
         new_kv: list[KV] = []
@@ -178,8 +186,9 @@ class SimulTransformer(nn.Module):
                 cross_mask,
                 return_weights=return_attention and i == last_layer,
                 room=room,
+                write_at=write_at,
             )
-            new_kv.append((kv[0][:, :, -1:], kv[1][:, :, -1:]))  # (N, H, 1, dh)
+            new_kv.append(kv)  # (N, H, 1, dh) each
             weights = w if w is not None else weights
         h = self.dec_ln(x)[:, 0]  # (N, D)
         log_probs = torch.log_softmax(self.out_proj(h).float(), dim=-1)  # (N, V)

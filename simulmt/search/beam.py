@@ -111,6 +111,8 @@ def _complete(
 def _advance(
     beam: BeamState, parents: list[int], tokens: list[int], lp: torch.Tensor, step: StepResult
 ) -> None:
+    if beam.home is not None and parents != [0]:
+        beam.unhome()  # more (or no) hypotheses: the cache becomes the beam's own tensor
     if not parents:  # every surviving candidate ended: no active hypotheses remain
         beam.tokens = beam.tokens[:0]
         beam.token_lp = beam.token_lp[:0]
@@ -121,11 +123,16 @@ def _advance(
     flat = torch.tensor([p * vocab + t for p, t in zip(parents, tokens, strict=True)])  # (Bm',)
     new_tok = torch.tensor(tokens, dtype=torch.long).unsqueeze(1)  # (Bm', 1)
     chosen = lp.view(-1).index_select(0, flat).unsqueeze(1)  # (Bm', 1)
-    kv = step.self_kv if beam.self_kv is None else torch.cat([beam.self_kv, step.self_kv], dim=3)
     n = len(parents)
-    if parents == list(range(n)):  # survivors in place (always so for greedy): views, no copies
-        old_tokens, old_lp, beam.self_kv = beam.tokens[:n], beam.token_lp[:n], kv[:, :n]
+    if beam.home is not None:  # one hypothesis kept, its cache in the pool
+        beam.extend_cache(step.self_kv[:, :1], written=step.homed)
+        old_tokens, old_lp = beam.tokens, beam.token_lp
+    elif parents == list(range(n)):  # survivors in place (always so for greedy): no copies
+        beam.extend_cache(step.self_kv)
+        assert beam.self_kv is not None
+        old_tokens, old_lp, beam.self_kv = beam.tokens[:n], beam.token_lp[:n], beam.self_kv[:, :n]
     else:
+        kv = step.self_kv if beam.self_kv is None else torch.cat([beam.self_kv, step.self_kv], 3)
         idx = torch.tensor(parents, dtype=torch.long)  # (Bm',)
         old_tokens, old_lp = beam.tokens.index_select(0, idx), beam.token_lp.index_select(0, idx)
         beam.self_kv = kv.index_select(1, idx)  # (2L, Bm', H, T, dh)
@@ -145,8 +152,7 @@ def _advance_one(beam: BeamState, token: int, log_prob: float, step: StepResult)
     """`_advance` for one hypothesis extended by `token`, without candidate tensors."""
     beam.tokens = torch.cat([beam.tokens, torch.tensor([[token]])], dim=1)  # (1, T+1)
     beam.token_lp = torch.cat([beam.token_lp, torch.tensor([[log_prob]])], dim=1)  # (1, T)
-    kv = step.self_kv  # (2L, 1, H, 1, dh)
-    beam.self_kv = kv if beam.self_kv is None else torch.cat([beam.self_kv, kv], dim=3)
+    beam.extend_cache(step.self_kv, written=step.homed)  # (2L, 1, H, 1, dh)
 
 
 def finished(beam: BeamState, opts: SearchOptions, src_len: int) -> bool:

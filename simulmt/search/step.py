@@ -42,6 +42,7 @@ class StepResult:
     # log-probability, picked for the whole batch at once (the greedy search's fast path)
     top: int | None = None
     top_log_prob: float = 0.0
+    homed: bool = False  # self_kv is already in the beam's home slot, at position cached()
 
 
 @torch.no_grad()
@@ -67,13 +68,20 @@ def run_step(model: SimulTransformer, requests: Sequence[StepRequest]) -> list[S
         if entry.lookahead:
             rows.append((e, 0))
             vis.append(entry.lookahead)
+    homes = None if span is None else _home_span(span)
     p_max = max(req.beam.cached() for req in requests)
     s_max = max(len(req.source.ids) for req in requests)
     last = torch.cat([_row_tokens(req) for req in layout])  # (N,)
     positions = torch.tensor([_length(layout[e]) for e, _ in rows])  # (N,)
     past: list[KV] | None = None
     past_valid = None
-    if p_max > 0:
+    write_at = None
+    if span is not None and homes is not None:  # the beams' caches are the pool's target rows
+        write_at = torch.tensor(homes)  # (N,) each row's new position
+        width = max(homes) + 1
+        past = unstack_kv(span.pool.target_rows(span.lo, span.lo + len(layout), width))
+        past_valid = torch.arange(width).unsqueeze(0) <= write_at.unsqueeze(1)  # (N, W)
+    elif p_max > 0:
         past = unstack_kv(_gather_self(model, layout, p_max))  # (N, H, P+1, dh) each
         lens = torch.tensor([_cached(layout[e]) for e, _ in rows])  # (N,)
         past_valid = torch.arange(p_max).unsqueeze(0) < lens.unsqueeze(1)  # (N, P)
@@ -91,10 +99,19 @@ def run_step(model: SimulTransformer, requests: Sequence[StepRequest]) -> list[S
         cross,
         cross_valid,
         return_attention=want_attn,
-        room=past is not None,
+        room=past is not None and write_at is None,
+        write_at=write_at,
     )
     firsts = [starts[id(req)] for req in requests]
-    return _split(requests, firsts, out.log_probs, out.self_kv, out.state, out.attention)
+    return _split(
+        requests,
+        firsts,
+        out.log_probs,
+        out.self_kv,
+        out.state,
+        out.attention,
+        homed=write_at is not None,
+    )
 
 
 MAX_FILLER_SHARE = 0.25  # filler rows (wasted compute) a pooled batch may carry, as a share
@@ -110,8 +127,6 @@ class _PoolSpan:
 def _pool_span(requests: Sequence[StepRequest]) -> _PoolSpan | None:
     """When every request is one hypothesis (no lookahead row) whose source sits in the same
     pool, and their slots leave few gaps: the requests in slot order, gaps as fillers."""
-    if len(requests) < 2:
-        return None
     first = requests[0].source.cross
     if first is None:
         return None
@@ -133,6 +148,24 @@ def _pool_span(requests: Sequence[StepRequest]) -> _PoolSpan | None:
             return None
     lo, hi = min(by_slot), max(by_slot) + 1
     return _PoolSpan(pool, lo, [by_slot.get(i) for i in range(lo, hi)])
+
+
+def _home_span(span: _PoolSpan) -> list[int] | None:
+    """Home every beam of a pooled batch in its slot's target plane (each is one hypothesis:
+    `_pool_span` checked) and return each row's write position: the beam's cached length, or
+    for a filler row its slot's cached length (past whatever the slot's owner has, so nothing
+    reads it). None if a cache would outgrow the pool's width (then the batch gathers)."""
+    pool = span.pool
+    writes = [
+        pool.target_lengths[span.lo + e] if req is None else req.beam.cached()
+        for e, req in enumerate(span.layout)
+    ]
+    if not pool.fits(max(writes) + 1):
+        return None
+    for req in span.layout:
+        if req is not None and req.source.cross is not None:
+            req.beam.home_in(req.source.cross)
+    return writes
 
 
 def _gaps(by_slot: dict[int, StepRequest]) -> int:
@@ -177,7 +210,7 @@ def _gather_self(
     cfg = model.cfg
     blocks = []
     for req in layout:
-        block = None if req is None else req.beam.self_kv  # (2L, Bm, H, P_r, dh)
+        block = None if req is None else req.beam.cache()  # (2L, Bm, H, P_r, dh)
         if block is None:  # a filler, or a beam at its first step: nothing cached
             shape = (2 * cfg.dec_layers, _rows(req), cfg.n_heads, 0, cfg.head_dim)
             blocks.append(torch.zeros(shape, dtype=model.dtype))
@@ -208,6 +241,8 @@ def _split(
     self_kv: torch.Tensor,
     state: torch.Tensor,
     attention: torch.Tensor | None,
+    *,
+    homed: bool = False,
 ) -> list[StepResult]:
     """Per request its rows of the batch outputs; `firsts[r]` is request r's first row."""
     best_lp, best = (log_probs + _never_penalty(log_probs.shape[1])).max(dim=1)  # (N,) each
@@ -229,6 +264,7 @@ def _split(
                 lookahead_log_probs=look,
                 top=tops[start] if n == 1 else None,
                 top_log_prob=top_lps[start],
+                homed=homed,
             )
         )
     return results
@@ -240,5 +276,6 @@ def _prefill(model: SimulTransformer, req: StepRequest) -> None:
     assert cross is not None
     if beam.cached() != 0:
         raise ValueError("a beam's cache can only be prefilled from empty")
+    beam.unhome()
     kv = prefill_kv(model, beam.tokens[:, :-1], unstack_kv(cross), req.visible)
     beam.self_kv = stack_kv(kv)  # (2L, Bm, H, T-1, dh)
