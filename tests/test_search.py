@@ -22,9 +22,7 @@ def step_with(log_probs: list[list[float]]) -> StepResult:
     lp = torch.log_softmax(torch.tensor(log_probs), dim=-1)  # (Bm, V)
     n = lp.shape[0]
     kv = torch.zeros(2, n, 1, 1, 2)  # (2L, Bm, H, 1, dh), one layer
-    return StepResult(
-        log_probs=lp, self_kv=kv, state=torch.zeros(n, 4), attention=None, lookahead_log_probs=None
-    )
+    return StepResult.of(log_probs=lp, self_kv=kv, state=torch.zeros(n, 4))
 
 
 @pytest.mark.parametrize(

@@ -123,19 +123,21 @@ class BeamState:
             self.self_kv = kv.clone() if kv.shape[3] else None
             slot.disown()
 
-    def extend_cache(self, new: torch.Tensor, *, written: bool = False) -> None:
+    def extend_cache(self, new: torch.Tensor | None, *, written: bool = False) -> None:
         """Append the K/V (2L, Bm, H, 1, dh) of the position just fed. `written`: the step put
-        it into the home slot already (at position `cached()`)."""
+        it into the home slot already (at position `cached()`); only then may `new` be None."""
         home = self.home
         if home is not None and home.owned_by(self):
             n = home.target_length
             if written:
                 home.pool.target_lengths[home.index] = n + 1
                 return
-            if home.pool.fits(n + 1):
+            if new is not None and home.pool.fits(n + 1):
                 home.pool.write_target(home.index, n, new)
                 return
             self.unhome()  # too long for the pool: a tensor of its own from now on
+        if new is None:
+            raise ValueError("extend_cache: no K/V given and the beam's home does not hold it")
         self.self_kv = new if self.self_kv is None else torch.cat([self.self_kv, new], dim=3)
 
     def best(self) -> list[int]:

@@ -49,8 +49,6 @@ def expand(
     """Extend every hypothesis by one token: keep the best `opts.beam` non-EOS candidates
     (after threshold pruning); EOS candidates become complete hypotheses. `forbid` (V,) bool
     masks tokens that may not come next."""
-    vocab = step.log_probs.shape[1]
-    penalty = _penalty(vocab, allow_eos)  # (V,) 0 or -inf: one add instead of masked writes
     if (
         opts.beam == 1
         and beam.size == 1
@@ -62,6 +60,8 @@ def expand(
     ):  # greedy, and the best token is not EOS: the general path would keep exactly it
         _advance_one(beam, step.top, step.top_log_prob, step)
         return
+    vocab = step.log_probs.shape[1]
+    penalty = _penalty(vocab, allow_eos)  # (V,) 0 or -inf: one add instead of masked writes
     if forbid is not None:
         penalty = penalty.masked_fill(forbid, float("-inf"))
     lp = step.log_probs + penalty  # (Bm, V)
@@ -152,7 +152,10 @@ def _advance_one(beam: BeamState, token: int, log_prob: float, step: StepResult)
     """`_advance` for one hypothesis extended by `token`, without candidate tensors."""
     beam.tokens = torch.cat([beam.tokens, torch.tensor([[token]])], dim=1)  # (1, T+1)
     beam.token_lp = torch.cat([beam.token_lp, torch.tensor([[log_prob]])], dim=1)  # (1, T)
-    beam.extend_cache(step.self_kv, written=step.homed)  # (2L, 1, H, 1, dh)
+    if step.homed and beam.home is not None and beam.home.owned_by(beam):
+        beam.extend_cache(None, written=True)  # the step wrote it in place
+    else:
+        beam.extend_cache(step.self_kv, written=step.homed)  # (2L, 1, H, 1, dh)
 
 
 def finished(beam: BeamState, opts: SearchOptions, src_len: int) -> bool:

@@ -32,17 +32,87 @@ class StepRequest:
 
 
 @dataclass(frozen=True)
+class StepBatch:
+    """A decoder step's outputs for all its rows (the `StepResult`s are slices of it)."""
+
+    log_probs: torch.Tensor  # (N, V)
+    self_kv: torch.Tensor  # new positions' K/V, all layers (stack_kv): (2L, N, H, 1, dh)
+    state: torch.Tensor  # (N, D)
+    attention: torch.Tensor | None  # (N, S)
+
+
 class StepResult:
-    log_probs: torch.Tensor  # (Bm, V)
-    self_kv: torch.Tensor  # new position's K/V, all layers (stack_kv): (2L, Bm, H, 1, dh)
-    state: torch.Tensor  # (Bm, D)
-    attention: torch.Tensor | None  # (Bm, S)
-    lookahead_log_probs: torch.Tensor | None  # (V,)
-    # single-hypothesis beams: the most probable writable token (EOS included) and its
-    # log-probability, picked for the whole batch at once (the greedy search's fast path)
-    top: int | None = None
-    top_log_prob: float = 0.0
-    homed: bool = False  # self_kv is already in the beam's home slot, at position cached()
+    """One request's rows of a step: rows start..start+size-1 of the batch, then its lookahead
+    row if it asked for one. The tensors are sliced when read (views): a greedy search reads
+    only `top` and `top_log_prob`, and a homed beam's new K/V is in its slot already."""
+
+    def __init__(
+        self,
+        batch: StepBatch,
+        start: int,
+        size: int,
+        *,
+        lookahead: bool = False,
+        source_len: int | None = None,
+        top: int | None = None,
+        top_log_prob: float = 0.0,
+        homed: bool = False,
+    ) -> None:
+        self.batch = batch
+        self.start = start
+        self.size = size
+        self.lookahead = lookahead
+        self.source_len = source_len  # None: no attention asked for
+        # single-hypothesis beams: the most probable writable token (EOS included) and its
+        # log-probability, picked for the whole batch at once (the greedy search's fast path)
+        self.top = top
+        self.top_log_prob = top_log_prob
+        self.homed = homed  # self_kv is already in the beam's home slot, at position cached()
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        log_probs: torch.Tensor,
+        self_kv: torch.Tensor,
+        state: torch.Tensor,
+        attention: torch.Tensor | None = None,
+        lookahead_log_probs: torch.Tensor | None = None,
+    ) -> StepResult:
+        """A result from tensors of its own (Bm rows): (Bm, V), (2L, Bm, H, 1, dh), (Bm, D),
+        (Bm, S) or None, (V,) or None."""
+        lp = log_probs
+        if lookahead_log_probs is not None:
+            lp = torch.cat([log_probs, lookahead_log_probs.unsqueeze(0)])  # (Bm+1, V)
+        n = int(log_probs.shape[0])
+        src = None if attention is None else int(attention.shape[1])
+        batch = StepBatch(lp, self_kv, state, attention)
+        return cls(batch, 0, n, lookahead=lookahead_log_probs is not None, source_len=src)
+
+    @property
+    def log_probs(self) -> torch.Tensor:
+        return self.batch.log_probs[self.start : self.start + self.size]  # (Bm, V)
+
+    @property
+    def self_kv(self) -> torch.Tensor:
+        return self.batch.self_kv[:, self.start : self.start + self.size]  # (2L, Bm, H, 1, dh)
+
+    @property
+    def state(self) -> torch.Tensor:
+        return self.batch.state[self.start : self.start + self.size]  # (Bm, D)
+
+    @property
+    def attention(self) -> torch.Tensor | None:
+        """(Bm, S) head-averaged cross-attention of the last layer, if the request asked."""
+        attn = self.batch.attention
+        if attn is None or self.source_len is None:
+            return None
+        return attn[self.start : self.start + self.size, : self.source_len]
+
+    @property
+    def lookahead_log_probs(self) -> torch.Tensor | None:
+        """(V,) the best hypothesis' distribution with one more word visible, if asked."""
+        return self.batch.log_probs[self.start + self.size] if self.lookahead else None
 
 
 @torch.no_grad()
@@ -103,15 +173,8 @@ def run_step(model: SimulTransformer, requests: Sequence[StepRequest]) -> list[S
         write_at=write_at,
     )
     firsts = [starts[id(req)] for req in requests]
-    return _split(
-        requests,
-        firsts,
-        out.log_probs,
-        out.self_kv,
-        out.state,
-        out.attention,
-        homed=write_at is not None,
-    )
+    batch = StepBatch(out.log_probs, out.self_kv, out.state, out.attention)
+    return _split(requests, firsts, batch, homed=write_at is not None)
 
 
 MAX_FILLER_SHARE = 0.25  # filler rows (wasted compute) a pooled batch may carry, as a share
@@ -237,37 +300,28 @@ def _gather_cross(requests: Sequence[StepRequest], s_max: int) -> list[KV]:
 def _split(
     requests: Sequence[StepRequest],
     firsts: list[int],
-    log_probs: torch.Tensor,
-    self_kv: torch.Tensor,
-    state: torch.Tensor,
-    attention: torch.Tensor | None,
+    batch: StepBatch,
     *,
     homed: bool = False,
 ) -> list[StepResult]:
     """Per request its rows of the batch outputs; `firsts[r]` is request r's first row."""
+    log_probs = batch.log_probs
     best_lp, best = (log_probs + _never_penalty(log_probs.shape[1])).max(dim=1)  # (N,) each
     tops, top_lps = best.tolist(), best_lp.tolist()
-    results = []
-    for req, start in zip(requests, firsts, strict=True):
-        n = req.beam.size
-        sl = slice(start, start + n)
-        look = log_probs[start + n] if req.lookahead else None  # (V,)
-        attn = None
-        if attention is not None and req.attention:
-            attn = attention[sl, : len(req.source.ids)]  # (Bm, S)
-        results.append(
-            StepResult(
-                log_probs=log_probs[sl],
-                self_kv=self_kv[:, sl],
-                state=state[sl],
-                attention=attn,
-                lookahead_log_probs=look,
-                top=tops[start] if n == 1 else None,
-                top_log_prob=top_lps[start],
-                homed=homed,
-            )
+    has_attention = batch.attention is not None
+    return [
+        StepResult(
+            batch,
+            start,
+            req.beam.size,
+            lookahead=req.lookahead > 0,
+            source_len=len(req.source.ids) if has_attention and req.attention else None,
+            top=tops[start] if req.beam.size == 1 else None,
+            top_log_prob=top_lps[start],
+            homed=homed,
         )
-    return results
+        for req, start in zip(requests, firsts, strict=True)
+    ]
 
 
 def _prefill(model: SimulTransformer, req: StepRequest) -> None:
