@@ -18,7 +18,7 @@ from simulmt.eval.corpus import (
     sentence_latency,
 )
 from simulmt.eval.options import RunConfig
-from simulmt.eval.quality import corpus_quality
+from simulmt.eval.quality import QualityScores, corpus_quality, quality_from_statistics
 from simulmt.eval.report import PolicyResult, format_table
 from simulmt.eval.sweep import expand_sweep
 
@@ -185,6 +185,14 @@ def _fmt(value: object) -> str:
     return f"{value:.2f}" if isinstance(value, float) else "-"
 
 
+def _quality(stats: list[SentenceStats], references: list[str]) -> QualityScores:
+    """Corpus BLEU/chrF: summed from the statistics the jobs computed, or computed here."""
+    seg = [s.quality for s in stats]
+    if all(q is not None for q in seg):
+        return quality_from_statistics([q for q in seg if q is not None])
+    return corpus_quality([s.prediction for s in stats], references)
+
+
 def _group_scores(
     labels: list[str],
     stats: list[SentenceStats],
@@ -195,7 +203,7 @@ def _group_scores(
     out: dict[str, dict[str, object]] = {}
     for label in sorted(set(labels)):
         idx = [i for i, lab in enumerate(labels) if lab == label]
-        quality = corpus_quality([stats[i].prediction for i in idx], [references[i] for i in idx])
+        quality = _quality([stats[i] for i in idx], [references[i] for i in idx])
         lat = corpus_latency([sentences[i] for i in idx], config)
         out[label] = {
             "bleu": quality.bleu,
@@ -243,7 +251,7 @@ def _evaluate_all(
                 engine, spec, sources, references, config=run_config, progress=bar.update
             )
         sentences = [sentence_latency(s, latency_config) for s in sim.stats]
-        quality = corpus_quality([s.prediction for s in sim.stats], references)
+        quality = _quality(sim.stats, references)
         result = PolicyResult(
             policy=spec,
             quality=quality,

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 
 from simulmt.eval import flicker, latency
+from simulmt.eval.quality import SegmentStats
 
 __all__ = [
     "CorpusLatency",
@@ -72,6 +73,7 @@ class SentenceStats:
     sentence_compute_ms: float | None = None  # model ms spent on the whole sentence
     displays: tuple[str, ...] | None = None  # successive displayed texts (re-translation flicker)
     source: str = ""  # the source text, written to instances.log when known
+    quality: SegmentStats | None = None  # its BLEU/chrF statistics, if the run computed them
 
     def __post_init__(self) -> None:
         n_words = len(self.prediction.split())

@@ -7,7 +7,14 @@ from dataclasses import dataclass
 
 from sacrebleu.metrics import BLEU, CHRF
 
-__all__ = ["QualityConfig", "QualityScores", "corpus_quality"]
+__all__ = [
+    "QualityConfig",
+    "QualityScores",
+    "SegmentStats",
+    "corpus_quality",
+    "quality_from_statistics",
+    "segment_statistics",
+]
 
 
 @dataclass(frozen=True)
@@ -25,6 +32,65 @@ class QualityScores:
     bleu_detail: str  # the full sacreBLEU line: n-gram precisions, BP, lengths
 
 
+@dataclass(frozen=True)
+class SegmentStats:
+    """One sentence's sufficient statistics for corpus BLEU and chrF (sacreBLEU's, e.g. BLEU's
+    hypothesis/reference lengths and n-gram matches): corpus scores are functions of their sums,
+    so parallel evaluation jobs compute them for their own sentences and the caller adds them."""
+
+    bleu: tuple[int, ...]
+    chrf: tuple[int, ...]
+
+
+def _metrics(config: QualityConfig) -> tuple[BLEU, CHRF]:
+    return BLEU(tokenize=config.tokenize, lowercase=config.lowercase), CHRF(
+        lowercase=config.lowercase
+    )
+
+
+def _check(hypotheses: Sequence[str], references: Sequence[str]) -> None:
+    if len(hypotheses) != len(references):
+        raise ValueError(
+            f"{len(hypotheses)} hypotheses but {len(references)} references: need one each"
+        )
+    if not hypotheses:
+        raise ValueError("no sentences to score")
+
+
+def segment_statistics(
+    hypotheses: Sequence[str], references: Sequence[str], *, config: QualityConfig | None = None
+) -> list[SegmentStats]:
+    """Per sentence, the BLEU and chrF statistics of `corpus_quality` (same preprocessing)."""
+    _check(hypotheses, references)
+    bleu, chrf = _metrics(config or QualityConfig())
+    hyps = [h.strip() for h in hypotheses]
+    refs = [[r.strip() for r in references]]
+    # sacreBLEU's corpus_score is exactly: these per-segment statistics, summed, then scored
+    b = bleu._extract_corpus_statistics(hyps, refs)
+    c = chrf._extract_corpus_statistics(hyps, refs)
+    return [SegmentStats(tuple(x), tuple(y)) for x, y in zip(b, c, strict=True)]
+
+
+def quality_from_statistics(
+    stats: Sequence[SegmentStats], *, config: QualityConfig | None = None
+) -> QualityScores:
+    """Corpus BLEU and chrF from the sentences' statistics: equal to `corpus_quality` of the
+    same sentences (one reference each)."""
+    if not stats:
+        raise ValueError("no sentences to score")
+    bleu, chrf = _metrics(config or QualityConfig())
+    bleu.num_refs = chrf.num_refs = 1  # for the signatures (corpus_score learns it from refs)
+    b = bleu._aggregate_and_compute([list(s.bleu) for s in stats])
+    c = chrf._aggregate_and_compute([list(s.chrf) for s in stats])
+    return QualityScores(
+        bleu=b.score,
+        chrf=c.score,
+        bleu_signature=str(bleu.get_signature()),
+        chrf_signature=str(chrf.get_signature()),
+        bleu_detail=str(b),
+    )
+
+
 def corpus_quality(
     hypotheses: Sequence[str], references: Sequence[str], *, config: QualityConfig | None = None
 ) -> QualityScores:
@@ -33,17 +99,11 @@ def corpus_quality(
     Empty hypotheses stay in (they score zero matches); lines are stripped of surrounding
     whitespace (a trailing newline would otherwise reach the tokenizer).
     """
-    if len(hypotheses) != len(references):
-        raise ValueError(
-            f"{len(hypotheses)} hypotheses but {len(references)} references: need one each"
-        )
-    if not hypotheses:
-        raise ValueError("no sentences to score")
+    _check(hypotheses, references)
     config = config or QualityConfig()
     hyps = [h.strip() for h in hypotheses]
     refs = [[r.strip() for r in references]]
-    bleu = BLEU(tokenize=config.tokenize, lowercase=config.lowercase)
-    chrf = CHRF(lowercase=config.lowercase)
+    bleu, chrf = _metrics(config)
     b = bleu.corpus_score(hyps, refs)
     c = chrf.corpus_score(hyps, refs)
     return QualityScores(

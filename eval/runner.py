@@ -14,6 +14,7 @@ delays count the line's words, compute times add up, the prediction is their tex
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 
 from simulmt.eval.corpus import SentenceStats
 from simulmt.eval.options import RunConfig
+from simulmt.eval.quality import segment_statistics
 from simulmt.policies.base import CommitMode, Policy
 from simulmt.policies.registry import load_policy
 
@@ -277,6 +279,12 @@ def _run_forked(
     return sorted(stats, key=lambda st: st.index), compute_ms
 
 
+def with_quality(stats: Sequence[SentenceStats]) -> list[SentenceStats]:
+    """`stats` with each sentence's BLEU/chrF statistics (`SentenceStats.quality`)."""
+    seg = segment_statistics([s.prediction for s in stats], [s.reference for s in stats])
+    return [dataclasses.replace(s, quality=q) for s, q in zip(stats, seg, strict=True)]
+
+
 def _worker(
     engine: Engine,
     policy: Policy,
@@ -287,6 +295,7 @@ def _worker(
     try:
         before = engine.compute_ms
         stats = _run_pool(engine, policy, tracks, config, lambda n: send.send(("progress", n)))
+        stats = with_quality(stats)  # scored here, in parallel; the caller sums the statistics
         send.send(("done", (stats, engine.compute_ms - before)))
     except BaseException as e:  # reported to the parent, which raises it
         send.send(("error", f"{type(e).__name__}: {e}"))

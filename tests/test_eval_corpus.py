@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from simulmt.eval.corpus import (
     EmptyHypothesis,
     LatencyConfig,
@@ -19,7 +21,7 @@ from simulmt.eval.corpus import (
     sentence_latency,
 )
 from simulmt.eval.instances import read_instances, read_scores, write_run
-from simulmt.eval.quality import corpus_quality
+from simulmt.eval.quality import corpus_quality, quality_from_statistics, segment_statistics
 from simulmt.eval.report import PolicyResult, format_table
 
 REF = "the cat sat on the mat"
@@ -106,6 +108,24 @@ def test_quality_hand_values() -> None:
     assert q.bleu == pytest.approx(100 * math.exp(1 - 8 / 6))
     with pytest.raises(ValueError, match="1 hypotheses but 2 references"):
         corpus_quality([REF], [REF, REF])
+
+
+_WORDS = st.sampled_from(["the", "cat", "sat", "on", "a", "mat", "dog", ".", "Cat", "ß", "2,5"])
+_LINES = st.lists(_WORDS, max_size=12).map(" ".join)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(_LINES, _LINES), min_size=1, max_size=12), st.integers(0, 12))
+def test_summed_sentence_statistics_equal_corpus_scores(
+    pairs: list[tuple[str, str]], cut: int
+) -> None:
+    """Evaluation jobs score their own sentences and the caller sums the statistics: the
+    result equals sacreBLEU's corpus_score on all sentences (scores, signatures, details)."""
+    hyps, refs = [h for h, _ in pairs], [r for _, r in pairs]
+    cut = min(cut, len(pairs))
+    parts = [(hyps[:cut], refs[:cut]), (hyps[cut:], refs[cut:])]
+    stats = [x for h, r in parts if h for x in segment_statistics(h, r)]
+    assert quality_from_statistics(stats) == corpus_quality(hyps, refs)
 
 
 def _run(tmp: Path) -> tuple[PolicyResult, list[SentenceStats]]:

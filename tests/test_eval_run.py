@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 from simulmt.eval.instances import read_instances
+from simulmt.eval.quality import corpus_quality, quality_from_statistics
 from simulmt.eval.runner import RunConfig, simulate
 
 from simulmt.data.tokenizer import EOS_ID
@@ -156,6 +157,11 @@ def test_jobs_give_what_one_process_gives(policy: str) -> None:
     ]
     assert sum(done) == len(LINES)
     assert forked.compute_ms > 0
+    # each job scored its sentences; their statistics add up to the corpus scores
+    assert all(s.quality is not None for s in forked.stats)
+    preds = [s.prediction for s in alone.stats]
+    stats = [s.quality for s in forked.stats if s.quality is not None]
+    assert quality_from_statistics(stats) == corpus_quality(preds, refs)
 
 
 def test_a_failing_job_says_why() -> None:
