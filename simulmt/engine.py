@@ -46,9 +46,10 @@ class ModelInfo:
 class Engine:
     """Holds the weights; all per-stream state lives in `StreamState`s owned by sessions.
 
-    It also holds the memory the streams' cross-attention caches live in (`cross_pool`): each
-    stream owns one slot of it (a `KVSlot` in its `SourceState`), so a decoder step over many
-    streams reads their caches as one view instead of copying them together."""
+    It also holds the memory the streams' decoder caches live in (`cross_pool`): each stream
+    owns one slot of it (a `KVSlot` in its `SourceState`) holding its cross-attention K/V and,
+    while its beam is one hypothesis, the beam's self-attention K/V; so a decoder step over many
+    streams reads their caches as views instead of copying them together."""
 
     def __init__(self, model: SimulTransformer, tokenizer: Tokenizer, info: ModelInfo) -> None:
         self.model = model.eval()
@@ -59,7 +60,7 @@ class Engine:
 
     @property
     def cross_pool(self) -> KVPool:
-        """The pool of decoder cross-attention K/V caches (made at first use, so a process
+        """The pool of decoder K/V caches (made at first use, so a process
         forked before it keeps its own)."""
         if self._cross_pool is None:
             cfg = self.model.cfg
