@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.metrics.bleu import BLEUScore
+from sacrebleu.metrics.chrf import CHRFScore
 
 __all__ = [
     "QualityConfig",
@@ -48,6 +50,16 @@ def _metrics(config: QualityConfig) -> tuple[BLEU, CHRF]:
     )
 
 
+def _scores(bleu: BLEU, chrf: CHRF, b: BLEUScore, c: CHRFScore) -> QualityScores:
+    return QualityScores(
+        bleu=b.score,
+        chrf=c.score,
+        bleu_signature=str(bleu.get_signature()),
+        chrf_signature=str(chrf.get_signature()),
+        bleu_detail=str(b),
+    )
+
+
 def _check(hypotheses: Sequence[str], references: Sequence[str]) -> None:
     if len(hypotheses) != len(references):
         raise ValueError(
@@ -82,13 +94,7 @@ def quality_from_statistics(
     bleu.num_refs = chrf.num_refs = 1  # for the signatures (corpus_score learns it from refs)
     b = bleu._aggregate_and_compute([list(s.bleu) for s in stats])
     c = chrf._aggregate_and_compute([list(s.chrf) for s in stats])
-    return QualityScores(
-        bleu=b.score,
-        chrf=c.score,
-        bleu_signature=str(bleu.get_signature()),
-        chrf_signature=str(chrf.get_signature()),
-        bleu_detail=str(b),
-    )
+    return _scores(bleu, chrf, b, c)
 
 
 def corpus_quality(
@@ -106,10 +112,4 @@ def corpus_quality(
     bleu, chrf = _metrics(config)
     b = bleu.corpus_score(hyps, refs)
     c = chrf.corpus_score(hyps, refs)
-    return QualityScores(
-        bleu=b.score,
-        chrf=c.score,
-        bleu_signature=str(bleu.get_signature()),
-        chrf_signature=str(chrf.get_signature()),
-        bleu_detail=str(b),
-    )
+    return _scores(bleu, chrf, b, c)
