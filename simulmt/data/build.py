@@ -57,9 +57,10 @@ def _bar(items: Sequence[Any], desc: str, unit: str, enabled: bool) -> Any:
 def fetch_all(sources: Sequence[Source], cache: Path, *, progress: bool,
               fetcher: Callable[..., Path] = fetch) -> dict[str, list[Path]]:
     """Source name → its package archives; BuildError names failures and the sources that work."""
-    archives: dict[str, list[Path]] = {}
+    archives: dict[str, list[Path]]
     failures: dict[str, str] = {}
     pairs = [(s, p) for s in sources for p in s.packages]
+    archives = {s.name: [] for s in sources if not s.packages}  # local files: nothing to fetch
     for source, package in _bar(pairs, "download", "pkg", progress):
         if source.name in failures:
             continue
@@ -79,7 +80,7 @@ def fetch_all(sources: Sequence[Source], cache: Path, *, progress: bool,
 def extract_all(sources: Sequence[Source], archives: dict[str, list[Path]], cache: Path, *,
                 progress: bool) -> dict[str, list[Path]]:
     """Source name → extraction roots (one per package, in the source's package order)."""
-    roots: dict[str, list[Path]] = {}
+    roots: dict[str, list[Path]] = {s.name: [] for s in sources}
     jobs = [(s, a) for s in sources for a in archives[s.name]]
     for source, archive in _bar(jobs, "extract", "pkg", progress):
         dest = cache / "extracted" / archive.name.replace("%3a", "_")
@@ -133,6 +134,9 @@ def make_manifest(config: BuildConfig, splits: dict[Split, list[Tagged]],
         counts = {s.value: Counter(name for name, _ in splits[s])[source.name] for s in Split}
         per_source[source.name] = {**counts, "package": ", ".join(versions[source.name]),
                                    "licence": source.licence}
+        if source.local is not None:
+            per_source[source.name]["package"] = "local files"
+            per_source[source.name]["files"] = source.local.describe()
     return {
         "src": config.src.value,
         "tgt": config.tgt.value,
@@ -159,7 +163,7 @@ def build_corpus(config: BuildConfig) -> dict[str, Any]:
         for name, split in sorted(assignment.items()):
             if split is not Split.TRAIN:
                 heldout[split.value].append(name)
-    splits = split_pairs(tagged, src_index=0 if config.src is Lang.DE else 1)
+    splits = split_pairs(tagged)
     for split in (Split.DEV, Split.TEST):
         if len(splits[split]) < config.split.min_heldout_pairs:
             raise BuildError(f"{split.value} split has {len(splits[split])} pairs, fewer than the "

@@ -10,14 +10,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from simulmt.data.asr import recognizer_view
 from simulmt.data.build import BuildConfig, BuildError, Lang, build_corpus
 from simulmt.data.corpus import iter_split_side
 from simulmt.data.sources import SOURCES, parse_sources
 from simulmt.data.split import SplitConfig
+from simulmt.data.src_local import LocalFiles, LocalSourceError, local_files, shared_sources
 from simulmt.data.tokenizer import ModelType, TokenizerError, round_trip_count, train_tokenizer
 
 logger = logging.getLogger(__name__)
 DEFAULT_CACHE = Path("cache/raw")
+DEFAULT_CORPORA = Path("../shared/corpora")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +30,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     build.add_argument("--tgt", default="en", help="target language: en or de (default en)")
     build.add_argument("--out", type=Path, required=True, help="output folder")
     build.add_argument("--sources", default=None,
-                       help=f"comma-separated subset of: {', '.join(SOURCES)} (default all)")
+                       help=f"comma-separated subset of: {', '.join(SOURCES)}, the shared "
+                            "corpora found and the --local names (default all)")
+    build.add_argument("--corpora", type=Path, default=DEFAULT_CORPORA,
+                       help="folder of the shared corpora (tatoeba/, europarl-wmt-test/; news "
+                            f"test sets there are never used for training; default "
+                            f"{DEFAULT_CORPORA} when it exists; 'none' to leave them out)")
+    build.add_argument("--local", action="append", default=[], metavar="NAME=PATH",
+                       help="your own parallel text as a source: PATH is X.tsv (German TAB "
+                            "English) or X.de with X.en beside it; repeatable")
     build.add_argument("--cache", type=Path, default=DEFAULT_CACHE,
                        help=f"download/extraction cache (default {DEFAULT_CACHE})")
     build.add_argument("--min-heldout", type=int, default=SplitConfig.min_heldout_pairs,
@@ -42,6 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     tok.add_argument("--model-type", default="unigram",
                      help=f"one of {', '.join(m.value for m in ModelType)} (default unigram)")
     tok.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    tok.add_argument("--recognizer-view", action="store_true",
+                     help="also train on the recognizer view (lowercase, no punctuation) of the "
+                          "source side, for models trained with asr_rate > 0")
     tok.add_argument("--separate", action="store_true",
                      help="one model per language in OUT/spm-LANG/ instead of one joint model")
 
@@ -65,9 +79,31 @@ def _table(manifest: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def _local_files(args: argparse.Namespace) -> list[LocalFiles]:
+    """The shared corpora (when their folder exists) and every --local NAME=PATH."""
+    found = []
+    if str(args.corpora) != "none" and args.corpora.is_dir():
+        found = shared_sources(args.corpora)
+    elif str(args.corpora) != "none" and args.corpora != DEFAULT_CORPORA:
+        raise BuildError(f"--corpora {args.corpora} is not a folder; give the shared corpora "
+                         "folder or 'none'")
+    for item in args.local:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise BuildError(f"--local {item!r} must look like NAME=PATH (PATH: X.tsv or X.de "
+                             "with X.en beside it)")
+        found.append(local_files(name, Path(path)))
+    names = [f.name for f in found]
+    if len(set(names)) != len(names) or set(names) & set(SOURCES):
+        raise BuildError(f"local source names must be unique and differ from {', '.join(SOURCES)};"
+                         f" got {', '.join(names)}")
+    return found
+
+
 def _run_build(args: argparse.Namespace) -> int:
     start = time.monotonic()
-    config = BuildConfig(out=args.out, cache=args.cache, sources=tuple(parse_sources(args.sources)),
+    config = BuildConfig(out=args.out, cache=args.cache,
+                         sources=tuple(parse_sources(args.sources, _local_files(args))),
                          src=_lang(args.src, "--src"), tgt=_lang(args.tgt, "--tgt"),
                          split=SplitConfig(heldout_fraction=args.heldout_fraction,
                                            min_heldout_pairs=args.min_heldout),
@@ -78,8 +114,11 @@ def _run_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def _train_one(args: argparse.Namespace, langs: list[str], out: Path) -> str:
+def _train_one(args: argparse.Namespace, langs: list[str], out: Path, *,
+               recognizer: str | None = None) -> str:
     texts = [line for lang in langs for line in iter_split_side(args.data, "train", lang)]
+    if recognizer in langs:
+        texts += [recognizer_view(line) for line in iter_split_side(args.data, "train", recognizer)]
     path = train_tokenizer(texts, out, vocab_size=args.vocab_size, model_type=args.model_type,
                            seed=args.seed)
     dev = [line for lang in langs for line in iter_split_side(args.data, "dev", lang)]
@@ -98,11 +137,12 @@ def _run_tokenizer(args: argparse.Namespace) -> int:
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     langs = [manifest["src"], manifest["tgt"]]
     out = args.out or args.data
+    recognizer = manifest["src"] if args.recognizer_view else None
     if args.separate:
         for lang in langs:
-            print(_train_one(args, [lang], out / f"spm-{lang}"))
+            print(_train_one(args, [lang], out / f"spm-{lang}", recognizer=recognizer))
     else:
-        print(_train_one(args, langs, out))
+        print(_train_one(args, langs, out, recognizer=recognizer))
     return 0
 
 
@@ -111,6 +151,6 @@ def run(args: argparse.Namespace) -> int:
         if args.data_command == "build":
             return _run_build(args)
         return _run_tokenizer(args)
-    except (BuildError, TokenizerError, ValueError, FileNotFoundError) as err:
+    except (BuildError, TokenizerError, LocalSourceError, ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

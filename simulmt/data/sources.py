@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from simulmt.data import src_bible, src_ding, src_help, src_wesnoth
 from simulmt.data.document import Document
 from simulmt.data.packages import Package, Registry
+from simulmt.data.src_local import LocalFiles
 
 Reader = Callable[[list[Path]], Iterator[Document]]
 
@@ -25,6 +26,12 @@ class Source:
     patterns: tuple[str, ...]  # globs of archive members to extract
     read: Reader
     licence: str
+    local: LocalFiles | None = None  # set for local aligned files (no packages to fetch)
+
+
+def local_source(files: LocalFiles) -> Source:
+    """A `Source` over local aligned files: nothing to download, its files read as they are."""
+    return Source(files.name, (), (), files.read, files.licence, files)
 
 
 def _apt(*names: str) -> tuple[Package, ...]:
@@ -48,13 +55,15 @@ SOURCES: dict[str, Source] = {
 }
 
 
-def parse_sources(spec: str | None) -> list[Source]:
-    """Sources named in a comma-separated `spec` (None or "all": every source)."""
+def parse_sources(spec: str | None, local: Sequence[LocalFiles] = ()) -> list[Source]:
+    """Sources named in a comma-separated `spec` (None or "all": every registry source and every
+    local one), from the registry and the given local files."""
+    known = {**SOURCES, **{f.name: local_source(f) for f in local}}
     if spec is None or spec.strip() == "all":
-        return list(SOURCES.values())
+        return list(known.values())
     names = [n.strip() for n in spec.split(",") if n.strip()]
-    unknown = [n for n in names if n not in SOURCES]
+    unknown = [n for n in names if n not in known]
     if unknown or not names:
         raise ValueError(f"unknown source(s) {', '.join(unknown) or '(none given)'}; "
-                         f"accepted: {', '.join(SOURCES)} or all")
-    return [SOURCES[n] for n in dict.fromkeys(names)]
+                         f"accepted: {', '.join(known)} or all")
+    return [known[n] for n in dict.fromkeys(names)]

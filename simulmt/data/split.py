@@ -67,18 +67,25 @@ def dedupe(tagged: Iterable[Tagged]) -> list[Tagged]:
     return kept
 
 
-def split_pairs(tagged: Sequence[tuple[Split, str, Pair]], *,
-                src_index: int) -> dict[Split, list[Tagged]]:
-    """Per split, deduplicated (source name, pair)s; dev drops test sources, train drops both.
+def _fold(text: str) -> str:
+    return " ".join(text.casefold().split())
 
-    `src_index` says which side of a pair is the translation source (0 German, 1 English).
-    """
+
+def split_pairs(tagged: Sequence[tuple[Split, str, Pair]]) -> dict[Split, list[Tagged]]:
+    """Per split, deduplicated (source name, pair)s. No German or English sentence of a test pair
+    recurs in dev or train, none of a dev pair in train (compared case- and space-folded): sources
+    such as Tatoeba translate one sentence several ways, and a held-out sentence seen in training
+    would inflate the scores."""
     by_split: dict[Split, list[Tagged]] = {s: [] for s in Split}
     for split, source, pair in tagged:
         by_split[split].append((source, pair))
     test = dedupe(by_split[Split.TEST])
-    test_src = {p[src_index] for _, p in test}
-    dev = [(s, p) for s, p in dedupe(by_split[Split.DEV]) if p[src_index] not in test_src]
-    held_src = test_src | {p[src_index] for _, p in dev}
-    train = [(s, p) for s, p in dedupe(by_split[Split.TRAIN]) if p[src_index] not in held_src]
+    held = {(side, _fold(p[side])) for _, p in test for side in (0, 1)}
+
+    def unseen(pair: Pair) -> bool:
+        return all((side, _fold(pair[side])) not in held for side in (0, 1))
+
+    dev = [(s, p) for s, p in dedupe(by_split[Split.DEV]) if unseen(p)]
+    held |= {(side, _fold(p[side])) for _, p in dev for side in (0, 1)}
+    train = [(s, p) for s, p in dedupe(by_split[Split.TRAIN]) if unseen(p)]
     return {Split.TRAIN: train, Split.DEV: dev, Split.TEST: test}

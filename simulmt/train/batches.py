@@ -1,4 +1,11 @@
-"""Tokenized training pairs, token-count batches with length buckets, and the wait-k masks."""
+"""Tokenized training pairs, token-count batches with length buckets, and the wait-k masks.
+
+The masks follow the schedule the engine decodes with: a READ takes a whole source word, and
+with `target_words` the schedule counts target *words* (g(i) source words before target word i),
+so every subword token of target word i sees the same source prefix, as at inference. An example
+may carry a second source, its recognizer view (lowercase, no punctuation), that a batch uses
+in place of the written source where asked.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from simulmt.search.offline import BOS_ID, EOS_ID, pad_batch
-from simulmt.words import waitk_visible, word_ends
+from simulmt.words import FULL, word_ends
 
 
 @dataclass(frozen=True)
@@ -16,6 +23,13 @@ class Example:
     src: tuple[int, ...]  # source ids, no BOS/EOS
     tgt: tuple[int, ...]  # target ids, no BOS/EOS
     ends: tuple[int, ...]  # source word ends (see simulmt.words.word_ends)
+    tgt_words: tuple[int, ...] = ()  # 1-based target word of each tgt token, then EOS's
+    asr: tuple[int, ...] = ()  # source ids of the recognizer view (empty: none)
+    asr_ends: tuple[int, ...] = ()
+
+    def source(self, asr: bool) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(ids, word ends) of the written source or, if asked and present, the recognizer's."""
+        return (self.asr, self.asr_ends) if asr and self.asr else (self.src, self.ends)
 
 
 @dataclass(frozen=True)
@@ -27,17 +41,33 @@ class Batch:
     n_tokens: int  # real target tokens (loss denominator)
 
 
+def target_words(tgt: Sequence[int], is_word_start: Callable[[int], bool]) -> tuple[int, ...]:
+    """1-based word index of each target token, then of EOS (one past the last word): a token
+    opens a new word if it starts with '▁' (the first token always does)."""
+    words, index = [], 0
+    for pos, tok in enumerate(tgt):
+        if pos == 0 or is_word_start(tok):
+            index += 1
+        words.append(index)
+    return (*words, index + 1)
+
+
 def make_examples(
     pairs: Sequence[tuple[list[int], list[int]]],
     is_word_start: Callable[[int], bool],
     *,
     max_len: int,
+    asr: Sequence[list[int]] | None = None,
 ) -> list[Example]:
-    """Keep pairs whose sides are non-empty and at most max_len tokens (room for BOS/EOS)."""
+    """Keep pairs whose sides are non-empty and at most max_len tokens (room for BOS/EOS).
+    `asr`, if given, holds each pair's recognizer-view source (dropped where empty or too long)."""
     out = []
-    for src, tgt in pairs:
+    for n, (src, tgt) in enumerate(pairs):
         if 0 < len(src) <= max_len and 0 < len(tgt) <= max_len:
-            out.append(Example(tuple(src), tuple(tgt), tuple(word_ends(src, is_word_start))))
+            view = asr[n] if asr is not None and 0 < len(asr[n]) <= max_len else []
+            out.append(Example(tuple(src), tuple(tgt), tuple(word_ends(src, is_word_start)),
+                               target_words(tgt, is_word_start), tuple(view),
+                               tuple(word_ends(view, is_word_start))))
     return out
 
 
@@ -61,12 +91,33 @@ def bucket_batches(examples: Sequence[Example], *, max_tokens: int) -> list[list
     return batches
 
 
-def collate(examples: Sequence[Example], k: int) -> Batch:
-    """Pad a batch and build its word-level wait-k visibility (k = 0: full sentence)."""
-    src = pad_batch([e.src for e in examples])  # (B, S)
+def visible(ends: Sequence[int], k: int, steps: Sequence[int], width: int) -> torch.Tensor:
+    """Source tokens visible at each decoder step under wait-k over source words.
+
+    `steps[t]` is the schedule index of step t (its target token, or target word with word-level
+    schedules), 1-based: it sees words x<=g, g = min(|x|, k + steps[t] - 1); k = FULL (0) sees
+    the whole source. Padded to `width` steps with the last value. Returns (width,) long.
+    """
+    n = len(ends)
+    if k == FULL:
+        return torch.full((width,), ends[-1], dtype=torch.long)
+    index = torch.tensor([*steps, *[steps[-1]] * (width - len(steps))], dtype=torch.long)  # (T,)
+    g = torch.clamp(index + k - 1, max=n)  # (T,) words read
+    return torch.tensor(ends, dtype=torch.long)[g - 1]  # (T,)
+
+
+def collate(examples: Sequence[Example], k: int, *, target_words: bool = False,
+            asr: Sequence[bool] | None = None) -> Batch:
+    """Pad a batch and build its wait-k visibility (k = 0: full sentence), by target word if
+    `target_words`, else by target token; `asr[b]` picks example b's recognizer-view source."""
+    sources = [e.source(bool(asr and asr[b])) for b, e in enumerate(examples)]
+    src = pad_batch([ids for ids, _ in sources])  # (B, S)
     tgt_in = pad_batch([(BOS_ID, *e.tgt) for e in examples])  # (B, T)
     tgt_out = pad_batch([(*e.tgt, EOS_ID) for e in examples])  # (B, T)
     t = tgt_in.shape[1]
-    vis = torch.stack([waitk_visible(e.ends, k, t) for e in examples])  # (B, T)
+    vis = torch.stack([
+        visible(ends, k, e.tgt_words if target_words else range(1, len(e.tgt) + 2), t)
+        for e, (_, ends) in zip(examples, sources, strict=True)
+    ])  # (B, T)
     n_tokens = sum(len(e.tgt) + 1 for e in examples)
     return Batch(src=src, tgt_in=tgt_in, tgt_out=tgt_out, vis=vis, n_tokens=n_tokens)

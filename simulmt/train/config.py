@@ -27,6 +27,12 @@ class TrainConfig:
     # multi-path wait-k (Elbayad et al. 2020): k drawn per batch; 0 = full sentence (twice, so
     # the full-sentence path that anchors quality gets ~1/6 of the batches)
     wait_k: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 9, 11, 0, 0)
+    # schedule unit of the masks: target words (as the engine writes, every token of target word i
+    # sees g(i) source words) or target tokens (the first release's training)
+    target_words: bool = True
+    # share of training sentences whose source is given in its recognizer view (lowercase, no
+    # punctuation; simulmt.data.asr), drawn anew per step; the target keeps case and punctuation
+    asr_rate: float = 0.0
     max_tokens: int = 6000  # padded source+target tokens per batch (CPU-friendly)
     max_len: int = 100  # training pairs longer than this (tokens, either side) are skipped
     lr: float = 1e-3  # peak learning rate after warm-up (small model, short schedule)

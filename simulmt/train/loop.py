@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
+from simulmt.data.asr import recognizer_view
 from simulmt.data.corpus import read_parallel
 from simulmt.data.tokenizer import Tokenizer
 from simulmt.model.checkpoint import (
@@ -102,7 +103,8 @@ class Trainer:
                 f"{cfg.model.vocab_size}; set model.vocab_size={self.tok.vocab_size}"
             )
         self.train = self._load_split("train")
-        self.dev = read_parallel(cfg.data, "dev", cfg.src, cfg.tgt)[: cfg.dev_sentences]
+        dev = read_parallel(cfg.data, "dev", cfg.src, cfg.tgt)  # ordered by source: spread out
+        self.dev = dev[:: max(1, len(dev) // max(cfg.dev_sentences, 1))][: cfg.dev_sentences]
         self.batches = bucket_batches(self.train, max_tokens=cfg.max_tokens)
         self.model = SimulTransformer(cfg.model).to(self.device)
         self.ddp: torch.nn.Module = self.model
@@ -130,7 +132,15 @@ class Trainer:
     def _load_split(self, split: str) -> list[Example]:
         pairs = read_parallel(self.cfg.data, split, self.cfg.src, self.cfg.tgt)
         ids = [(self.tok.encode(s), self.tok.encode(t)) for s, t in pairs]
-        return make_examples(ids, self.tok.is_word_start, max_len=self.cfg.max_len)
+        asr = [self.tok.encode(recognizer_view(s)) for s, _ in pairs] if self.cfg.asr_rate else None
+        return make_examples(ids, self.tok.is_word_start, max_len=self.cfg.max_len, asr=asr)
+
+    def _batch(self, indices: list[int], step: int) -> Batch:
+        """The examples of one step, with this step's k and recognizer-view draws."""
+        g = torch.Generator().manual_seed(self.cfg.seed * 7_919 + step)
+        asr = (torch.rand(len(indices), generator=g) < self.cfg.asr_rate).tolist()
+        return collate([self.train[i] for i in indices], sample_k(self.cfg, step),
+                       target_words=self.cfg.target_words, asr=asr)
 
     # ---- checkpoints ----------------------------------------------------------------
     def payload(self) -> dict[str, Any]:
@@ -236,7 +246,7 @@ class Trainer:
             while p.batch_pos + self.world <= len(order) and p.step < cfg.max_steps:
                 idx = order[p.batch_pos + self.rank]  # each rank its own batch of the step
                 p.batch_pos += self.world
-                batch = collate([self.train[i] for i in self.batches[idx]], sample_k(cfg, p.step))
+                batch = self._batch(self.batches[idx], p.step)
                 loss = self._update(batch)
                 p.step += 1
                 tokens_seen += batch.n_tokens
