@@ -1,12 +1,18 @@
 """Markdown tables for README/model card from `simulmt eval --json` output files.
 
 python scripts/results_table.py docs/results-*.jsonl
+python scripts/results_table.py --runs results   # matched-AL table with paired bootstrap p-values
+
+`--runs DIR` reads the run folders of `simulmt eval --output DIR` (one per policy), takes the
+greedy wait-k runs as the baseline curve, and compares every other greedy run with wait-k
+interpolated at its AL (simulmt.eval.matched: paired bootstrap, 1000 resamples).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 
 def fmt(v: object, nd: int = 2) -> str:
@@ -76,5 +82,35 @@ def matched_al(rows: list[dict], window: float = 0.3) -> None:  # type: ignore[t
               f"| {near_delta} |")
 
 
+def significance(root: Path, samples: int = 1000) -> None:
+    """Matched-AL comparison of every greedy adaptive run in `root` against greedy wait-k."""
+    from simulmt.eval.instances import read_instances, read_scores
+    from simulmt.eval.matched import Curve, compare_at_matched_al
+    from simulmt.eval.quality import segment_statistics
+
+    runs = []
+    for d in sorted(p for p in root.iterdir() if (p / "scores.json").is_file()):
+        scores = read_scores(d)
+        if scores.get("beam", 1) != 1:
+            continue
+        sents = sorted(read_instances(d / "instances.log"), key=lambda s: s.index)
+        stats = segment_statistics([s.prediction for s in sents], [s.reference for s in sents])
+        runs.append(Curve(str(scores.get("policy", d.name)), float(scores["al"]), stats))
+    waitk = [c for c in runs if c.name.startswith("wait-k:")]
+    others = [c for c in runs if c.name.split(":")[0] not in ("wait-k", "full")]
+    print("| policy | AL | BLEU | wait-k at this AL (interpolated) | Δ | p (paired bootstrap) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for curve in others:
+        cmp = compare_at_matched_al(curve, waitk, samples=samples)
+        if cmp is None:
+            print(f"| `{curve.name}` | {curve.al:.2f} | – | outside wait-k's AL range | – | – |")
+            continue
+        print(f"| `{cmp.policy}` | {cmp.al:.2f} | {cmp.bleu:.2f} | {cmp.baseline_bleu:.2f} "
+              f"(`{cmp.lower}`–`{cmp.upper}`) | {cmp.delta:+.2f} | {cmp.p_value:.3f} |")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    if sys.argv[1:2] == ["--runs"] and len(sys.argv) == 3:
+        significance(Path(sys.argv[2]))
+    else:
+        main(sys.argv[1:])
