@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The model table of issue 15: a model (and, beside it, the previous release) on
+#   the project's held-out test split (every 5th line, per source: tatoeba, europarl and the
+#   registry sources), newstest2014 and newstest2015 (../shared/corpora/newstest; never trained
+#   on), each in its written view and its recognizer view (lowercase, no punctuation);
+#   full sentence (beam 5 and greedy) and wait-1/3/5/7 (greedy, word level).
+#   scripts/benchmark-model.sh MODEL_DIR [OUT_DIR] [CORPUS_DIR]
+# Writes one JSON line per (test set, view, policy) into OUT_DIR/MODEL_NAME.jsonl; the loop rate
+# of every output is added by scripts/results_table.py --runs.
+set -euo pipefail
+MODEL=${1:?model folder}
+OUT=${2:-cache/benchmarks}
+CORPUS=${3:-cache/corpus}
+NEWS=${NEWS:-../shared/corpora/newstest}
+BIN=${BIN:-.venv/bin}
+JOBS=${JOBS:-2}
+name=$(basename "$MODEL")
+mkdir -p "$OUT" cache
+for f in de en source; do awk 'NR % 5 == 1' "$CORPUS/test.$f" > cache/test-1in5.$f; done
+sets=("own:cache/test-1in5.de:cache/test-1in5.en:cache/test-1in5.source"
+      "newstest2014:$NEWS/newstest2014-deen.de:$NEWS/newstest2014-deen.en:"
+      "newstest2015:$NEWS/newstest2015-ende.de:$NEWS/newstest2015-ende.en:")
+: > "$OUT/$name.jsonl"
+for entry in "${sets[@]}"; do
+  IFS=: read -r set src ref groups <<< "$entry"
+  for view in text asr; do
+    args=(--model "$MODEL" --source "$src" --reference "$ref" --source-style "$view"
+          --jobs "$JOBS" --threads 1 --no-progress --json)
+    [ -n "$groups" ] && args+=(--groups "$groups")
+    for run in "beam5 --policy full --beam 5" "greedy --policy full --sweep wait-k:k=1,3,5,7"; do
+      read -r tag flags <<< "$run"
+      # shellcheck disable=SC2086
+      $BIN/simulmt eval "${args[@]}" --output "$OUT/$name/$set-$view-$tag" $flags \
+        | sed "s/^{/{\"set\": \"$set\", \"view\": \"$view\", \"model\": \"$name\", /" >> "$OUT/$name.jsonl"
+    done
+  done
+done
+echo "wrote $OUT/$name.jsonl"
