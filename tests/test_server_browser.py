@@ -114,7 +114,9 @@ async def test_page_resumes_a_killed_connection_without_losing_or_repeating(
     page = await browser.new_page()  # type: ignore[attr-defined]
     problems: list[str] = []
     page.on("pageerror", lambda e: problems.append(str(e)))
-    page.on("console", lambda m: problems.append(m.text) if m.type in ("error", "warning") else None)
+    page.on(
+        "console", lambda m: problems.append(m.text) if m.type in ("error", "warning") else None
+    )
     try:
         url = f"ws://127.0.0.1:{server.port}/ws"
         expected = (await run_stream(url, paced(text.split(), 0), policy=POLICY)).finals()
