@@ -4,7 +4,7 @@ server = CaptionServer(ServerConfig(port=0), load=Engine.tiny, model_name="tiny"
 await server.start()          # listening at once; /healthz is 503 until the model loads
 await server.wait_ready()     # raises what loading raised
 ...
-await server.stop()           # open sessions get their finals, then close 1001
+await server.stop()           # open sessions get their finals, then `shutting_down` and 1001
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ from collections.abc import Callable
 
 from simulmt.server.config import ServerConfig
 from simulmt.server.connection import Connection
+from simulmt.server.machine import SessionMachine
 from simulmt.server.protocol import ErrorCode, encode, error_message
+from simulmt.server.sessions import SessionTable, new_token
 from simulmt.server.web import Health, gate, load_static
 from simulmt.server.worker import Worker
 from websockets.asyncio.server import Server, ServerConnection, serve
@@ -48,6 +50,11 @@ class CaptionServer:
             max_batch=config.max_batch,
             batch_window_s=config.batch_window_ms / 1000,
             steps_per_turn=config.steps_per_turn,
+        )
+        self.table = SessionTable(
+            max_sessions=config.max_sessions,
+            resume_window_s=config.resume_window_s,
+            worker=self.worker,
         )
         self.connections: set[Connection] = set()
         self.phase = Phase.LOADING
@@ -103,7 +110,9 @@ class CaptionServer:
             "status": self.phase.value,
             "model": self.model_name,
             "instance": self.instance,
-            "sessions": len(self.connections),
+            "sessions": len(self.table.sessions),  # started, parked included
+            "parked": self.table.parked,
+            "connections": len(self.connections),
             "max_sessions": self.config.max_sessions,
             "batches": self.worker.stats.batches,  # batched model calls so far
             "sessions_advanced": self.worker.stats.sessions_advanced,  # summed batch sizes
@@ -125,18 +134,22 @@ class CaptionServer:
 
     async def _handle(self, ws: ServerConnection) -> None:
         sid = f"{self.instance}-{next(self._ids)}"
-        if len(self.connections) >= self.config.max_sessions or self.phase is not Phase.READY:
+        waiting = sum(not c.started for c in self.connections)  # slots are taken at `start`
+        if waiting >= self.config.max_sessions or self.phase is not Phase.READY:
             code = ErrorCode.OVERLOADED
             why = (
-                f"the server is at its limit of {self.config.max_sessions} sessions; retry later"
+                f"{waiting} connections are waiting to start; retry later"
                 if self.phase is Phase.READY
                 else f"the server is {self.phase.value}; retry later"
             )
-            await ws.send(encode(error_message(code, why), 1))
-            await ws.close(int(code.close_code or 1013), code.value)
+            await ws.send(encode(error_message(code, why, fatal=True), 1))
+            await ws.close(code.close_code, code.value)
             return
+        machine = SessionMachine(
+            config=self.config, session_id=sid, model=self.model_name, token=new_token()
+        )
         conn = Connection(
-            ws, config=self.config, worker=self.worker, model=self.model_name, sid=sid
+            ws, config=self.config, worker=self.worker, table=self.table, machine=machine
         )
         self.connections.add(conn)
         try:
@@ -150,6 +163,7 @@ class CaptionServer:
             return
         self.phase = Phase.STOPPING
         self._server.close(close_connections=False)  # stop listening; keep open sessions
+        self.table.close_all_parked()  # nobody can resume here any more
         for conn in list(self.connections):
             conn.begin_shutdown()
         try:

@@ -70,6 +70,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"close silent sessions after S s (default {lim.idle_timeout_s:g})",
     )
     parser.add_argument(
+        "--resume-window-s",
+        type=float,
+        default=d.resume_window_s,
+        help="keep a dropped session this long for its client to resume (default "
+        f"{d.resume_window_s:g}; 0 = never park)",
+    )
+    parser.add_argument(
+        "--route",
+        default=None,
+        help="this process's name for a sticky proxy: resuming clients add ?route=NAME "
+        "(--workers sets each process's to its port; see deploy/nginx.conf)",
+    )
+    parser.add_argument(
         "--workers",
         type=int,
         default=1,
@@ -119,6 +132,8 @@ def config_from_args(args: argparse.Namespace, *, port: int | None = None) -> Se
         batch_window_ms=args.batch_window_ms,
         steps_per_turn=args.steps_per_turn,
         limits=Limits(idle_timeout_s=args.idle_timeout),
+        resume_window_s=args.resume_window_s,
+        route=args.route,
     )
 
 
@@ -224,6 +239,10 @@ def _child_args(args: argparse.Namespace, *, port: int, threads: int) -> list[st
         str(args.steps_per_turn),
         "--idle-timeout",
         str(args.idle_timeout),
+        "--resume-window-s",
+        str(args.resume_window_s),
+        "--route",
+        str(port),
         "--threads",
         str(threads),
         "--dtype",

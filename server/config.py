@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-PROTOCOL = "simulmt.v1"  # the protocol name a client's `start` must carry
+PROTOCOL = "simulmt.v1"  # the protocol this server speaks; a client's `start` names it
+PROTOCOLS = (PROTOCOL,)  # every version this server speaks, preferred first
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,14 @@ class ServerConfig:
     shutdown_timeout_s: float = 10.0  # SIGTERM: time open sessions get to finish their sentences
     default_policy: str = "wait-k:k=3"  # used when `start` names no policy
     max_beam: int = 8  # beam cost grows linearly; 8 is plenty for captions
+    # a connection that drops (1006, 1001) leaves its session parked this long for a resume:
+    # Wi-Fi hand-overs and proxy restarts take seconds, a closed laptop lid takes longer
+    resume_window_s: float = 30.0
+    # messages kept per session for a resume's replay (~200 bytes each): more than a
+    # connection has in flight when it drops (the outbox pauses at outbox_high_water)
+    replay_messages: int = 1024
+    # this process's name for a sticky proxy (deploy/nginx.conf maps ?route= to it); None: alone
+    route: str | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -69,5 +78,12 @@ class ServerConfig:
             )
         if self.outbox_high_water < 2 or self.max_inflight_words < 1:
             raise ValueError("need outbox_high_water >= 2 and max_inflight_words >= 1")
+        if self.resume_window_s < 0:
+            raise ValueError(f"resume_window_s must be >= 0, got {self.resume_window_s}")
+        if self.replay_messages < self.outbox_high_water:
+            raise ValueError(
+                f"replay_messages ({self.replay_messages}) must be >= outbox_high_water "
+                f"({self.outbox_high_water}): a resume must be able to replay a full outbox"
+            )
         if self.token == "":
             raise ValueError("token must be a non-empty string or None")

@@ -1,65 +1,91 @@
 """The `simulmt.v1` websocket protocol as pure functions: parse client frames, build replies.
 
-No I/O here: the connection handler feeds frames in and sends what comes out. Every bad frame
-raises `ProtocolError`, whose `ErrorCode` says whether the session survives it and, if not,
-which close code ends the connection.
+No I/O and no state here (the session's state machine is `machine.py`). Every bad frame
+raises `ProtocolError` with an `ErrorCode` and a message saying what was wrong and what is
+accepted.
 """
 
 from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from simulmt.server.config import PROTOCOL, Limits
+from simulmt.server.config import PROTOCOL, PROTOCOLS, Limits
 from websockets.frames import CloseCode
 
 from simulmt.updates import Update
-from simulmt.words import ends_sentence  # the Session splits sentences at the same words
 
 JsonDict = dict[str, Any]
 CLIENT_TYPES = ("start", "source", "flush", "end", "ping")
+FIELDS = {  # the fields each client message may carry in simulmt.v1
+    "start": ("type", "protocol", "policy", "beam", "src_lang", "tgt_lang", "resume"),
+    "source": ("type", "text"),
+    "flush": ("type",),
+    "end": ("type",),
+    "ping": ("type",),
+}
+RESUME_FIELDS = ("session_id", "token", "last_seq")
 
 
 class ErrorCode(enum.Enum):
-    """What went wrong; `fatal` codes end the connection with `close_code`."""
+    """What went wrong. Errors about one frame are fatal only before `start` (forward
+    compatibility: a newer client's extra message costs one `error`, not the session);
+    errors about the session itself always end it, with `close_code`."""
 
     BAD_JSON = "bad_json"  # not a JSON object with a string `type`
     BINARY_FRAME = "binary_frame"  # the protocol uses text frames only
     BAD_MESSAGE = "bad_message"  # a known type with missing or mistyped fields
     UNKNOWN_TYPE = "unknown_type"
+    UNKNOWN_FIELD = "unknown_field"  # after start: the field is ignored, the message taken
     NOT_STARTED = "not_started"  # anything but `start` as the first message
     ALREADY_STARTED = "already_started"  # a second `start`
+    MESSAGE_TOO_BIG = "message_too_big"  # over Limits.max_message_bytes
+    WORD_TOO_LONG = "word_too_long"  # the `source` message is dropped whole
+    AFTER_END = "after_end"  # ignored: the session is already finishing
     BAD_START = "bad_start"  # wrong protocol, beam or language pair
     BAD_POLICY = "bad_policy"  # a policy spec the registry refuses
-    MESSAGE_TOO_BIG = "message_too_big"
-    WORD_TOO_LONG = "word_too_long"  # non-fatal: the `source` message is dropped whole
-    SENTENCE_TOO_LONG = "sentence_too_long"  # non-fatal: dropped whole; `flush` and resend
-    AFTER_END = "after_end"  # non-fatal: ignored, the session is already finishing
+    RESUME_FAILED = "resume_failed"  # unknown or expired session, wrong token or last_seq
     IDLE_TIMEOUT = "idle_timeout"
-    OVERLOADED = "overloaded"  # --max-sessions reached
+    OVERLOADED = "overloaded"  # --max-sessions reached (parked sessions count)
+    SHUTTING_DOWN = "shutting_down"  # this process stops: open a new session (no resume)
     INTERNAL = "internal"  # a server bug; the session cannot go on
 
     @property
-    def fatal(self) -> bool:
-        return self not in _NON_FATAL
+    def about_frame(self) -> bool:
+        """True for errors about one frame (non-fatal once the session has started)."""
+        return self in _FRAME_ERRORS
 
     @property
-    def close_code(self) -> CloseCode | None:
-        if not self.fatal:
-            return None
+    def close_code(self) -> CloseCode:
+        """The close code that follows this error when it is fatal."""
         if self is ErrorCode.MESSAGE_TOO_BIG:
             return CloseCode.MESSAGE_TOO_BIG  # 1009
         if self is ErrorCode.OVERLOADED:
             return CloseCode.TRY_AGAIN_LATER  # 1013
         if self is ErrorCode.INTERNAL:
             return CloseCode.INTERNAL_ERROR  # 1011
+        if self is ErrorCode.SHUTTING_DOWN:
+            return CloseCode.GOING_AWAY  # 1001
         return CloseCode.POLICY_VIOLATION  # 1008
 
 
-_NON_FATAL = frozenset({ErrorCode.WORD_TOO_LONG, ErrorCode.SENTENCE_TOO_LONG, ErrorCode.AFTER_END})
+_FRAME_ERRORS = frozenset(
+    {
+        ErrorCode.BAD_JSON,
+        ErrorCode.BINARY_FRAME,
+        ErrorCode.BAD_MESSAGE,
+        ErrorCode.UNKNOWN_TYPE,
+        ErrorCode.UNKNOWN_FIELD,
+        ErrorCode.NOT_STARTED,
+        ErrorCode.ALREADY_STARTED,
+        ErrorCode.MESSAGE_TOO_BIG,
+        ErrorCode.WORD_TOO_LONG,
+        ErrorCode.AFTER_END,
+    }
+)
 
 
 class ProtocolError(Exception):
@@ -70,16 +96,25 @@ class ProtocolError(Exception):
 
 
 @dataclass(frozen=True)
+class Resume:
+    session_id: str
+    token: str
+    last_seq: int  # the last `seq` the client received; everything after it is replayed
+
+
+@dataclass(frozen=True)
 class Start:
     policy: str
     beam: int
     src_lang: str | None = None
     tgt_lang: str | None = None
+    protocol: str = PROTOCOL  # the version both sides speak (negotiated from the client's list)
+    resume: Resume | None = None
 
 
 @dataclass(frozen=True)
 class Source:
-    words: tuple[str, ...]  # whitespace-split words, each within Limits.max_word_chars
+    words: tuple[str, ...]  # whitespace-split words
 
 
 @dataclass(frozen=True)
@@ -100,39 +135,61 @@ class Ping:
 ClientMessage = Start | Source | Flush | End | Ping
 
 
+@dataclass(frozen=True)
+class Parsed:
+    message: ClientMessage
+    ignored: tuple[str, ...] = ()  # unknown fields (a `start` with any is refused instead)
+
+
 def parse_client_message(
     frame: str | bytes, *, limits: Limits, default_policy: str, max_beam: int
-) -> ClientMessage:
+) -> Parsed:
     """Parse one client frame; raise `ProtocolError` saying what was wrong and what is accepted."""
     if isinstance(frame, bytes):
         raise ProtocolError(ErrorCode.BINARY_FRAME, "binary frames are refused; send JSON text")
-    size = len(frame.encode("utf-8"))
+    size = len(frame.encode("utf-8", "surrogatepass"))
     if size > limits.max_message_bytes:
         raise ProtocolError(
             ErrorCode.MESSAGE_TOO_BIG,
-            f"message is {size} bytes; the limit is {limits.max_message_bytes} bytes",
+            f"message is {size} bytes; the limit is {limits.max_message_bytes} bytes; "
+            "it was dropped whole",
         )
     try:
         data = json.loads(frame)
-    except json.JSONDecodeError as e:
-        raise ProtocolError(ErrorCode.BAD_JSON, f"not valid JSON ({e.msg} at {e.pos})") from None
+    except (json.JSONDecodeError, RecursionError) as e:
+        where = f" ({e.msg} at {e.pos})" if isinstance(e, json.JSONDecodeError) else ""
+        raise ProtocolError(ErrorCode.BAD_JSON, f"not valid JSON{where}") from None
     if not isinstance(data, dict) or not isinstance(data.get("type"), str):
         raise ProtocolError(
             ErrorCode.BAD_JSON, 'expected a JSON object with a string "type", e.g. {"type":"ping"}'
         )
     kind = data["type"]
+    if kind not in FIELDS:
+        raise ProtocolError(
+            ErrorCode.UNKNOWN_TYPE,
+            f"unknown type {kind[:40]!r}; accepted: {', '.join(CLIENT_TYPES)}",
+        )
+    ignored = tuple(sorted(str(k)[:40] for k in data if k not in FIELDS[kind]))
+    message: ClientMessage
     if kind == "start":
-        return _parse_start(data, default_policy=default_policy, max_beam=max_beam)
-    if kind == "source":
-        return _parse_source(data, limits=limits)
-    if kind == "flush":
-        return Flush()
-    if kind == "end":
-        return End()
-    if kind == "ping":
-        return Ping()
-    raise ProtocolError(
-        ErrorCode.UNKNOWN_TYPE, f"unknown type {kind[:40]!r}; accepted: {', '.join(CLIENT_TYPES)}"
+        if ignored:
+            raise ProtocolError(ErrorCode.UNKNOWN_FIELD, unknown_fields_text("start", ignored))
+        message = _parse_start(data, default_policy=default_policy, max_beam=max_beam)
+    elif kind == "source":
+        message = _parse_source(data)
+    elif kind == "flush":
+        message = Flush()
+    elif kind == "end":
+        message = End()
+    else:
+        message = Ping()
+    return Parsed(message, ignored)
+
+
+def unknown_fields_text(kind: str, fields: Sequence[str]) -> str:
+    return (
+        f"{kind} has unknown fields {', '.join(map(repr, fields[:5]))}; "
+        f"accepted: {', '.join(FIELDS[kind])}"
     )
 
 
@@ -143,12 +200,23 @@ def _optional_str(data: Mapping[str, Any], key: str) -> str | None:
     return value
 
 
+def negotiate(asked: object) -> str:
+    """The first version in the client's list (or its one string) that this server speaks."""
+    offered = [asked] if isinstance(asked, str) else asked
+    if isinstance(offered, list) and all(isinstance(v, str) for v in offered):
+        for version in offered:
+            if version in PROTOCOLS:
+                return str(version)
+    shown = repr(asked)[:80]
+    raise ProtocolError(
+        ErrorCode.BAD_START,
+        f"start.protocol is {shown}; this server speaks {', '.join(map(repr, PROTOCOLS))} "
+        "(a string, or a list of versions in order of preference)",
+    )
+
+
 def _parse_start(data: Mapping[str, Any], *, default_policy: str, max_beam: int) -> Start:
-    protocol = data.get("protocol")
-    if protocol != PROTOCOL:
-        raise ProtocolError(
-            ErrorCode.BAD_START, f"start.protocol is {protocol!r}; this server speaks {PROTOCOL!r}"
-        )
+    protocol = negotiate(data.get("protocol"))
     policy = data.get("policy", default_policy)
     if not isinstance(policy, str) or not policy.strip():
         raise ProtocolError(
@@ -164,14 +232,37 @@ def _parse_start(data: Mapping[str, Any], *, default_policy: str, max_beam: int)
         beam=beam,
         src_lang=_optional_str(data, "src_lang"),
         tgt_lang=_optional_str(data, "tgt_lang"),
+        protocol=protocol,
+        resume=_parse_resume(data.get("resume")),
     )
 
 
-def _parse_source(data: Mapping[str, Any], *, limits: Limits) -> Source:
+def _parse_resume(value: object) -> Resume | None:
+    if value is None:
+        return None
+    usage = (
+        "start.resume must be {session_id: string, token: string, last_seq: integer >= 0} "
+        "from the session's `session` message"
+    )
+    if not isinstance(value, dict) or set(value) != set(RESUME_FIELDS):
+        raise ProtocolError(ErrorCode.BAD_START, usage)
+    sid, token, last = value["session_id"], value["token"], value["last_seq"]
+    if not isinstance(sid, str) or not isinstance(token, str):
+        raise ProtocolError(ErrorCode.BAD_START, usage)
+    if isinstance(last, bool) or not isinstance(last, int) or last < 0:
+        raise ProtocolError(ErrorCode.BAD_START, usage)
+    return Resume(session_id=sid, token=token, last_seq=last)
+
+
+def _parse_source(data: Mapping[str, Any]) -> Source:
     text = data.get("text")
     if not isinstance(text, str):
         raise ProtocolError(ErrorCode.BAD_MESSAGE, "source.text must be a string of words")
-    words = tuple(text.split())
+    return Source(words=tuple(text.split()))
+
+
+def check_words(words: Sequence[str], limits: Limits) -> None:
+    """Refuse a `source` message with a word over `max_word_chars` (garbage, not speech)."""
     for word in words:
         if len(word) > limits.max_word_chars:
             raise ProtocolError(
@@ -179,49 +270,32 @@ def _parse_source(data: Mapping[str, Any], *, limits: Limits) -> Source:
                 f"a word of {len(word)} characters ({word[:20]}…); the limit is "
                 f"{limits.max_word_chars}; the whole message was dropped",
             )
-    return Source(words=words)
-
-
-class SentenceCounter:
-    """Counts the open sentence's words and subword tokens so that over-long ones are refused
-    before they reach the model (whose positions are finite)."""
-
-    def __init__(self, *, max_words: int, max_tokens: int) -> None:
-        self.max_words = max_words
-        self.max_tokens = max_tokens
-        self.words = 0  # words of the current, unfinished sentence
-        self.tokens = 0  # their subword tokens
-
-    def admit(self, words: Sequence[str], count_tokens: Callable[[str], int]) -> None:
-        """Count `words` in, or raise SENTENCE_TOO_LONG and count nothing."""
-        n_words, n_tokens = self.words, self.tokens
-        for word in words:
-            n_words += 1
-            n_tokens += count_tokens(word)
-            if n_words > self.max_words or n_tokens > self.max_tokens:
-                what = (
-                    f"{self.max_words} words"
-                    if n_words > self.max_words
-                    else f"{self.max_tokens} subword tokens"
-                )
-                raise ProtocolError(
-                    ErrorCode.SENTENCE_TOO_LONG,
-                    f"the sentence would exceed {what}; end sentences with . ! ? or send "
-                    f"flush; the whole message was dropped",
-                )
-            if ends_sentence(word):
-                n_words = n_tokens = 0
-        self.words, self.tokens = n_words, n_tokens
-
-    def flush(self) -> None:
-        self.words = self.tokens = 0
 
 
 # ---- server -> client messages (the connection adds `seq`) ----
 
 
-def session_message(session_id: str, model: str, limits: Limits) -> JsonDict:
-    return {"type": "session", "session_id": session_id, "model": model, "limits": limits.as_dict()}
+def session_message(
+    *,
+    session_id: str,
+    model: str,
+    protocol: str,
+    limits: Limits,
+    token: str,
+    window_s: float,
+    route: str | None,
+) -> JsonDict:
+    resume: JsonDict = {"token": token, "window_s": window_s}
+    if route is not None:
+        resume["route"] = route  # reconnect with ?route=ROUTE so a proxy finds this process
+    return {
+        "type": "session",
+        "session_id": session_id,
+        "model": model,
+        "protocol": protocol,
+        "limits": limits.as_dict(),
+        "resume": resume,
+    }
 
 
 def update_messages(update: Update) -> list[JsonDict]:
@@ -255,8 +329,8 @@ def update_messages(update: Update) -> list[JsonDict]:
     return out
 
 
-def error_message(code: ErrorCode, message: str) -> JsonDict:
-    return {"type": "error", "code": code.value, "message": message, "fatal": code.fatal}
+def error_message(code: ErrorCode, message: str, *, fatal: bool) -> JsonDict:
+    return {"type": "error", "code": code.value, "message": message, "fatal": fatal}
 
 
 def end_message(sentences: int) -> JsonDict:

@@ -1,116 +1,33 @@
-"""A `simulmt.v1` client core: stream words at a speech-like rate, collect what comes back.
+"""A `simulmt.v1` client that survives the network: stream words, resume after a drop.
 
-Used by `simulmt client`, the load benchmark and the tests. Times are milliseconds on the
-client's clock, from when the connection opened.
+Used by `simulmt client`, the load and soak benchmarks and the tests. The words come from an
+async iterator (each item is one `source` message). When the connection drops, the client
+reconnects and resumes its session: the server replays what the client missed and says how
+many of the client's frames it received, and the client sends the rest again, so no word is
+lost or translated twice. When the session cannot be resumed (the server process stopped, the
+resume window passed), it starts a new session and sends again the words that have no final.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from simulmt.server.config import PROTOCOL
-from simulmt.server.subtitles import TimedSentence
+from simulmt.server.streamlog import JsonDict, Recorder, SentenceLog, StreamLog, paced
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
-JsonDict = dict[str, Any]
-
-
-@dataclass
-class SentenceLog:
-    sentence_id: int
-    first_word: int  # index (in the whole stream) of the sentence's first source word
-    words: list[str] = field(default_factory=list)  # committed target words
-    times_ms: list[float] = field(default_factory=list)  # emission time of each, client clock
-    delays: list[int] = field(default_factory=list)
-    text: str | None = None  # set by `final`
-    source: str | None = None
-    final_ms: float = 0.0  # when the final arrived
-
-
-@dataclass
-class StreamLog:
-    """Everything a streaming run saw."""
-
-    session: JsonDict | None = None
-    messages: list[JsonDict] = field(default_factory=list)
-    recv_ms: list[float] = field(default_factory=list)  # arrival time of each message
-    sent_ms: list[float] = field(default_factory=list)  # send time of each source word
-    sentences: dict[int, SentenceLog] = field(default_factory=dict)
-    errors: list[JsonDict] = field(default_factory=list)
-    close_code: int | None = None
-    close_reason: str = ""
-
-    def timed_sentences(self) -> list[TimedSentence]:
-        """The `final` texts with each word's emission time, for `subtitles.build_cues`.
-
-        Times come from the partials that committed the words (they are the same words, as
-        committed text is never retracted); a word no partial timed gets the final's time."""
-        out = []
-        for s in sorted(self.sentences.values(), key=lambda s: s.sentence_id):
-            words = tuple((s.text or "").split())
-            if words:
-                times = s.times_ms[: len(words)]
-                times += [s.final_ms] * (len(words) - len(times))
-                out.append(TimedSentence(words, tuple(times)))
-        return out
-
-    def finals(self) -> list[str]:
-        return [m["text"] for m in self.messages if m["type"] == "final"]
-
-
-class Recorder:
-    """Folds server messages into a StreamLog; word times = sentence start + `emitted_ms`."""
-
-    def __init__(self, log: StreamLog, clock: Callable[[], float]) -> None:
-        self.log = log
-        self.clock = clock
-        self.words_done = 0  # source words of the sentences finished so far
-
-    def __call__(self, message: JsonDict) -> None:
-        now = self.clock()
-        self.log.messages.append(message)
-        self.log.recv_ms.append(now)
-        kind = message.get("type")
-        if kind == "session":
-            self.log.session = message
-        elif kind == "error":
-            self.log.errors.append(message)
-        elif kind in ("partial", "final"):
-            sid = int(message["sentence_id"])
-            sent = self.log.sentences.setdefault(sid, SentenceLog(sid, self.words_done))
-            if kind == "partial":
-                self._partial(sent, message, now)
-            else:
-                sent.text, sent.source, sent.final_ms = message["text"], message["source"], now
-                self.words_done += len(sent.source.split())
-
-    def _partial(self, sent: SentenceLog, message: JsonDict, now: float) -> None:
-        new = message["committed_delta"].split()
-        emitted = list(message.get("emitted_ms") or [])
-        sent_ms = self.log.sent_ms
-        anchor = sent_ms[sent.first_word] if sent.first_word < len(sent_ms) else None
-        for i, word in enumerate(new):
-            at = anchor + emitted[i] if anchor is not None and i < len(emitted) else now
-            sent.words.append(word)
-            sent.times_ms.append(min(at, now))  # never later than we saw it
-        sent.delays.extend(message.get("delays") or [])
-
-
-async def paced(words: Iterable[str], rate: float) -> AsyncIterator[str]:
-    """Yield words at `rate` words per second (0 = as fast as possible), on a fixed schedule."""
-    start = time.monotonic()
-    for i, word in enumerate(words):
-        if rate > 0:
-            delay = start + i / rate - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-        yield word
+__all__ = ["JsonDict", "Recorder", "SentenceLog", "StreamClient", "StreamLog", "paced"]
+__all__ += ["run_stream", "start_message"]
+logger = logging.getLogger(__name__)
+NEW_SESSION_CODES = ("shutting_down", "resume_failed", "internal", "idle_timeout")
+RETRY_CLOSE = (1001, 1006, 1011, 1012, 1013, 1014)
 
 
 def start_message(policy: str | None, beam: int) -> JsonDict:
@@ -118,6 +35,259 @@ def start_message(policy: str | None, beam: int) -> JsonDict:
     if policy is not None:
         msg["policy"] = policy
     return msg
+
+
+@dataclass
+class Resumable:
+    """What the client needs to resume its session, and to send again what was not received."""
+
+    session_id: str
+    token: str
+    route: str | None
+    window_s: float
+    last_seq: int = 0
+    frames: list[tuple[str, int]] = field(default_factory=list)  # sent after start, + words
+    base: int = 0  # frames dropped from the front of `frames` (surely received)
+    words_base: int = 0  # source words in those dropped frames
+    end_sent: bool = False
+
+
+class StreamClient:
+    """One stream of words, over as many connections (and sessions) as it takes."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        policy: str | None = None,
+        beam: int = 1,
+        token: str | None = None,
+        on_message: Callable[[JsonDict], None] | None = None,
+        reconnect: bool = True,
+        max_attempts: int = 20,
+    ) -> None:
+        self.url, self.policy, self.beam, self.token = url, policy, beam, token
+        self.on_message = on_message
+        self.reconnect, self.max_attempts = reconnect, max_attempts
+        self.t0 = time.monotonic()
+        self.log = StreamLog()
+        self.record = Recorder(self.log, self.clock)
+        self.words: list[str] = []  # every source word, in order (first sends)
+        self.confirmed = 0  # words whose sentence has its final
+        self.session: Resumable | None = None
+        self.resumes = 0  # successful resumes
+        self.sessions = 0  # sessions started
+        self.reading = asyncio.Event()  # cleared: the reader stops reading (a slow client)
+        self.reading.set()
+        self.ws: ClientConnection | None = None
+        self._queue: asyncio.Queue[str | None] = asyncio.Queue(maxsize=1)
+        self._pending: list[str] = []  # texts to send before taking more from the queue
+        self._input_done = False  # the iterator is exhausted
+        self._resend: list[str] = []
+        self._live = False  # this connection has its session
+        self._fatal: JsonDict | None = None  # the fatal error of this connection
+        self._done = False
+
+    def clock(self) -> float:
+        return (time.monotonic() - self.t0) * 1000
+
+    # ---- fault hooks (soak benchmark, tests) ----
+    def drop(self) -> None:
+        """Cut the connection abruptly, as a network failure does (the server sees 1006)."""
+        if self.ws is not None:
+            self.ws.transport.abort()
+
+    async def send_raw(self, frame: str | bytes) -> None:
+        """Send a frame outside the word stream (malformed, unknown...): it counts as a frame
+        the server receives, so it is logged (and sent again, harmlessly, on a resume)."""
+        if self.ws is not None and self.session is not None and self._live:
+            self.session.frames.append((frame if isinstance(frame, str) else "", 0))
+            try:
+                await self.ws.send(frame)
+            except ConnectionClosed:
+                pass
+
+    # ---- the stream ----
+    async def run(self, texts: AsyncIterator[str]) -> StreamLog:
+        producer = asyncio.create_task(self._produce(texts))
+        try:
+            await self._connections()
+        finally:
+            producer.cancel()
+            await asyncio.gather(producer, return_exceptions=True)
+        return self.log
+
+    async def _produce(self, texts: AsyncIterator[str]) -> None:
+        """The words, paced by their iterator and independent of any connection (a sender
+        cancelled by a drop must not close the iterator)."""
+        async for text in texts:
+            await self._queue.put(text)
+        await self._queue.put(None)
+
+    async def _connections(self) -> None:
+        failures = 0
+        while not self._done:
+            resuming = self.session is not None
+            try:
+                await self._connection()
+            except (OSError, InvalidHandshake, TimeoutError) as e:
+                if not (self.reconnect and self.sessions):
+                    raise
+                logger.info("reconnect failed (%s); retrying", e)
+                if resuming and failures >= 3:
+                    self._abandon()  # its process is gone: a new session elsewhere
+            failures = 0 if self._live else failures + 1
+            if failures > self.max_attempts:
+                raise ConnectionError(f"no session after {failures} attempts")
+            if not self._done:
+                await asyncio.sleep(min(0.05 * 2**failures, 2.0))
+
+    def _url(self) -> str:
+        if self.session is None or self.session.route is None:
+            return self.url
+        parts = urlsplit(self.url)
+        route = urlencode({"route": self.session.route})
+        return urlunsplit(parts._replace(query=f"{parts.query}&{route}".lstrip("&")))
+
+    async def _connection(self) -> None:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
+        self._live, self._fatal, self._resend = False, None, []
+        async with connect(self._url(), additional_headers=headers, open_timeout=30) as ws:
+            self.ws = ws
+            start = start_message(self.policy, self.beam)
+            if self.session is not None:
+                s = self.session
+                start["resume"] = {"session_id": s.session_id, "token": s.token,
+                                   "last_seq": s.last_seq}  # fmt: skip
+            await ws.send(json.dumps(start))
+            ready = asyncio.Event()
+            reader = asyncio.create_task(self._read(ws, ready))
+            sender = asyncio.create_task(self._send(ws, ready))
+            done, _ = await asyncio.wait({reader, sender}, return_when=asyncio.FIRST_COMPLETED)
+            if sender in done and sender.exception() is None:
+                await reader  # the server sends `end` and closes
+            else:
+                sender.cancel()
+                await asyncio.gather(sender, return_exceptions=True)
+                await reader
+        self.ws = None
+        self._after_close(ws)
+
+    def _after_close(self, ws: ClientConnection) -> None:
+        code, fatal = ws.close_code, self._fatal
+        self.log.close_code, self.log.close_reason = code, ws.close_reason or ""
+        if code == 1000 or not self.reconnect:
+            self._done = True
+        elif (fatal is not None and fatal.get("code") in NEW_SESSION_CODES) or code == 1013:
+            self._abandon()
+        elif fatal is not None or code not in RETRY_CLOSE or self.session is None:
+            self._done = True  # refused for a reason a retry will not change
+
+    def _abandon(self) -> None:
+        """Start over in a new session: the words without a final are sent again."""
+        self.session = None
+        rest = self.words[self.confirmed :]
+        self._pending = [" ".join(rest)] if rest else []
+
+    async def _read(self, ws: ClientConnection, ready: asyncio.Event) -> None:
+        try:
+            while True:
+                await self.reading.wait()
+                self._on_message(json.loads(await ws.recv()), ready)
+        except ConnectionClosed:
+            pass
+        finally:
+            ready.set()  # a sender waiting for the session must not wait forever
+
+    def _on_message(self, message: JsonDict, ready: asyncio.Event) -> None:
+        kind, seq, s = message.get("type"), int(message.get("seq", 0)), self.session
+        if kind == "error" and message.get("fatal"):
+            self._fatal = message
+        if kind == "session":
+            self._on_session(message)
+            self._live = True
+            ready.set()
+        elif s is not None and seq <= s.last_seq and kind != "error":
+            return  # seen before the drop
+        if self.session is not None and (kind != "error" or seq > self.session.last_seq):
+            self.session.last_seq = seq
+        self.record(message)
+        if kind == "final":
+            self.confirmed += len(str(message.get("source", "")).split())
+            self._trim()
+        if self.on_message is not None:
+            self.on_message(message)
+
+    def _on_session(self, message: JsonDict) -> None:
+        resumed = message.get("resumed")
+        if resumed is None:
+            if self.sessions:
+                self.record.new_session()
+            self.sessions += 1
+            resume = message.get("resume") or {}
+            self.session = Resumable(
+                session_id=str(message["session_id"]),
+                token=str(resume.get("token", "")),
+                route=resume.get("route"),
+                window_s=float(resume.get("window_s", 0)),
+            )
+            return
+        assert self.session is not None
+        self.resumes += 1
+        s = self.session
+        again = s.frames[max(0, int(resumed["received"]) - s.base) :]
+        self._resend = [frame for frame, _ in again if frame]
+
+    def _trim(self) -> None:
+        """Forget frames the server surely received: those up to the last one whose words all
+        have finals (frames arrive in order)."""
+        s = self.session
+        if s is None:
+            return
+        end, last = s.words_base, -1
+        for i, (_, n) in enumerate(s.frames):
+            end += n
+            if n and end <= self.confirmed:
+                last = i
+        if last >= 0:
+            s.words_base += sum(n for _, n in s.frames[: last + 1])
+            s.base += last + 1
+            del s.frames[: last + 1]
+
+    async def _send(self, ws: ClientConnection, ready: asyncio.Event) -> None:
+        await ready.wait()
+        s = self.session
+        if not self._live or s is None:
+            return  # refused: the reader sees the close
+        try:
+            for frame in self._resend:
+                await ws.send(frame)
+            while self._pending:  # logged before it goes out: a resume sends it again
+                await self._send_text(ws, s, self._pending.pop(0), first=False)
+            while not self._input_done:
+                text = await self._queue.get()
+                if text is None:
+                    self._input_done = True
+                else:
+                    await self._send_text(ws, s, text, first=True)
+            if not s.end_sent:
+                end = json.dumps({"type": "end"})
+                s.frames.append((end, 0))
+                s.end_sent = True
+                await ws.send(end)
+        except ConnectionClosed:
+            pass
+
+    async def _send_text(
+        self, ws: ClientConnection, s: Resumable, text: str, *, first: bool
+    ) -> None:
+        words = text.split()
+        if first:
+            self.words += words
+            self.log.sent_ms += [self.clock()] * len(words)
+        frame = json.dumps({"type": "source", "text": text}, ensure_ascii=False)
+        s.frames.append((frame, len(words)))
+        await ws.send(frame)
 
 
 async def run_stream(
@@ -128,54 +298,11 @@ async def run_stream(
     beam: int = 1,
     token: str | None = None,
     on_message: Callable[[JsonDict], None] | None = None,
+    reconnect: bool = True,
 ) -> StreamLog:
-    """Connect, `start`, send each word as a `source` message, `end`, and collect everything."""
-    t0 = time.monotonic()
-
-    def clock() -> float:
-        return (time.monotonic() - t0) * 1000
-
-    log = StreamLog()
-    record = Recorder(log, clock)
-    headers = {"Authorization": f"Bearer {token}"} if token else None
-    async with connect(url, additional_headers=headers, open_timeout=30) as ws:
-        await ws.send(json.dumps(start_message(policy, beam)))
-        reader = asyncio.create_task(_read(ws, record, on_message))
-        sender = asyncio.create_task(_send(ws, words, log, clock))
-        done, _ = await asyncio.wait({reader, sender}, return_when=asyncio.FIRST_COMPLETED)
-        if sender in done and sender.exception() is None:
-            await reader  # the server sends `end` and closes
-        else:
-            sender.cancel()
-            await asyncio.gather(sender, return_exceptions=True)
-            await reader
-    log.close_code = ws.close_code
-    log.close_reason = ws.close_reason or ""
-    return log
-
-
-async def _send(
-    ws: ClientConnection, words: AsyncIterator[str], log: StreamLog, clock: Callable[[], float]
-) -> None:
-    try:
-        async for word in words:
-            log.sent_ms.append(clock())
-            await ws.send(json.dumps({"type": "source", "text": word}))
-        await ws.send(json.dumps({"type": "end"}))
-    except ConnectionClosed:
-        pass
-
-
-async def _read(
-    ws: ClientConnection,
-    record: Recorder,
-    on_message: Callable[[JsonDict], None] | None,
-) -> None:
-    try:
-        async for frame in ws:
-            message = json.loads(frame)
-            record(message)
-            if on_message is not None:
-                on_message(message)
-    except ConnectionClosed:
-        pass
+    """Connect, `start`, send each item as a `source` message, `end`, and collect everything;
+    resume (or start over) when the connection drops."""
+    client = StreamClient(
+        url, policy=policy, beam=beam, token=token, on_message=on_message, reconnect=reconnect
+    )
+    return await client.run(words)

@@ -9,7 +9,6 @@ then posts each stream's updates back to the event loop with `call_soon_threadsa
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import threading
 import time
@@ -18,36 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import torch
-from simulmt.server.protocol import ProtocolError, SentenceCounter
+from simulmt.server.ops import Delivery, Marker, Op, OpKind
+from simulmt.server.protocol import ErrorCode, ProtocolError
 
 from simulmt.engine import Engine
-from simulmt.session import Session, advance
+from simulmt.session import InputError, Session, advance
 from simulmt.updates import Update
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-class OpKind(enum.Enum):
-    FEED = "feed"  # append words to the source stream
-    END_SOURCE = "end_source"  # the current sentence's source is complete
-
-
-@dataclass(frozen=True)
-class Op:
-    kind: OpKind
-    words: tuple[str, ...] = ()
-    marker: object = None  # handed back with the updates once this op has been advanced
-    checked: bool = False  # a FEED already admitted by the sentence counter (a sliced paste)
-
-
-@dataclass(frozen=True)
-class Delivery:
-    updates: list[Update]
-    markers: list[object]  # markers of the ops applied before these updates were computed
-    rejected: list[ProtocolError] = field(default_factory=list)  # FEED ops dropped whole
-    error: BaseException | None = None  # the session failed; it cannot go on
-    words_taken: int = 0  # source words of FEED ops consumed (fed or dropped)
 
 
 @dataclass
@@ -55,10 +33,9 @@ class Stream:
     """A connection's handle on its session; only the worker thread touches `session`."""
 
     session: Session
-    counter: SentenceCounter  # the open sentence's size, checked before words reach the model
     deliver: Callable[[Delivery], None]  # called on the event loop
     ops: list[Op] = field(default_factory=list)  # guarded by the worker's lock
-    held: list[object] = field(default_factory=list)  # markers waiting for the session to finish
+    held: list[Marker] = field(default_factory=list)  # markers waiting for the session to finish
     paused: bool = False  # its reader is slow: take none of its ops (guarded by the lock)
 
 
@@ -275,7 +252,7 @@ class Worker:
             updates = [] if isinstance(result, BaseException) else result
             # a marker (end, shutdown) goes out once its session has done all its work
             stream.held += turn.markers
-            markers: list[object] = []
+            markers: list[Marker] = []
             if error is not None or not stream.session.has_work:
                 markers, stream.held = stream.held, []
             deliveries.append(
@@ -301,38 +278,54 @@ class Worker:
 class Turn:
     """What one worker turn did with a stream's ops."""
 
-    markers: list[object] = field(default_factory=list)  # of the END_SOURCE ops played
+    markers: list[Marker] = field(default_factory=list)  # of the END_SOURCE ops played
     rejected: list[ProtocolError] = field(default_factory=list)  # FEED ops dropped whole
     words_taken: int = 0  # FEED words fed or dropped
 
     def play(self, engine: Engine, stream: Stream, ops: list[Op], *, budget: int) -> list[Op]:
         """Hand ops to the session in order, feeding at most `budget` words; return the rest.
 
-        A FEED op is admitted (or dropped, if its sentence would grow too long) as a whole,
-        then fed in slices of the budget, so one long paste cannot hog the worker."""
+        A FEED op is checked (or dropped, if the session would refuse a word) as a whole, then
+        fed in slices of the budget, so one long paste cannot hog the worker. Over-long
+        sentences are the session's to cut."""
+        session = stream.session
         for i, op in enumerate(ops):
             if op.kind is OpKind.END_SOURCE:
-                stream.counter.flush()
-                stream.session.end_source()
+                session.end_source()
                 if op.marker is not None:
                     self.markers.append(op.marker)
                 continue
             if budget <= 0:
                 return ops[i:]
             if not op.checked:
-                try:
-                    stream.counter.admit(op.words, lambda w: _token_count(engine, w))
-                except ProtocolError as e:
-                    self.rejected.append(e)
+                problem = _too_many_tokens(engine, session, op.words)
+                if problem is not None:
+                    self.rejected.append(ProtocolError(ErrorCode.WORD_TOO_LONG, problem))
                     self.words_taken += len(op.words)
                     continue
             head, rest = op.words[:budget], op.words[budget:]
-            stream.session.feed(" ".join(head))
+            try:
+                session.feed(" ".join(head))
+            except InputError as e:  # nothing of the slice was taken
+                self.rejected.append(ProtocolError(ErrorCode.WORD_TOO_LONG, str(e)))
             self.words_taken += len(head)
             budget -= len(head)
             if rest:
                 return [Op(OpKind.FEED, rest, checked=True), *ops[i + 1 :]]
         return []
+
+
+def _too_many_tokens(engine: Engine, session: Session, words: tuple[str, ...]) -> str | None:
+    """The session refuses a word of more subword tokens than a sentence may hold; checked on
+    the whole message before its first slice is fed, so that it is dropped whole."""
+    for word in words:
+        n = _token_count(engine, word)
+        if n > session.max_tokens:
+            return (
+                f"the word {word[:20]!r}… is {n} subword tokens, more than a sentence may hold "
+                f"({session.max_tokens}); the whole message was dropped"
+            )
+    return None
 
 
 def _token_count(engine: Engine, word: str) -> int:

@@ -163,18 +163,14 @@ async def test_batching_window_gathers_staggered_arrivals(
 ) -> None:
     """Two streams whose words arrive 200 ms apart: without a window the idle worker starts on
     the first at once; with one, both words go through the same turn."""
-    from simulmt.server.protocol import SentenceCounter
-    from simulmt.server.worker import Op, OpKind, Stream, Worker
+    from simulmt.server.ops import Op, OpKind
+    from simulmt.server.worker import Stream, Worker
 
     worker = Worker(engine, max_batch=8, batch_window_s=window_s)
     worker.start(asyncio.get_running_loop())
     eng = await worker.wait_loaded()
     got: list[object] = []
-    streams = [
-        Stream(Session(eng, policy="wait-k:k=1"), SentenceCounter(max_words=50, max_tokens=200),
-               got.append)
-        for _ in range(2)
-    ]  # fmt: skip
+    streams = [Stream(Session(eng, policy="wait-k:k=1"), got.append) for _ in range(2)]
     try:
         worker.submit(streams[0], Op(OpKind.FEED, ("Hallo",)))
         await asyncio.sleep(0.2)
@@ -256,7 +252,7 @@ async def test_a_model_that_fails_to_load_is_reported() -> None:
         await server.stop()
 
 
-async def test_graceful_stop_sends_finals_then_1001() -> None:
+async def test_graceful_stop_sends_finals_then_shutting_down_and_1001() -> None:
     async with running() as server:
         opened = []
         for text in ("ich habe heute", "das Wetter"):  # sentences left open
@@ -268,14 +264,18 @@ async def test_graceful_stop_sends_finals_then_1001() -> None:
             assert json.loads(await ws.recv())["type"] == "session"
             opened.append(ws)
         idle = await connect(ws_url(server))  # connected, never started
-        while sorted(c.words_in for c in server.connections) != [0, 2, 3]:
+        while sorted(c.machine.words_in for c in server.connections) != [0, 2, 3]:
             await asyncio.sleep(0.01)  # the server has read the words
         await server.stop()
         for ws, text in zip(opened, ("ich habe heute", "das Wetter"), strict=True):
             messages = [json.loads(m) async for m in ws]
             finals = [m for m in messages if m["type"] == "final"]
             assert [f["source"] for f in finals] == [text]
+            assert messages[-1]["type"] == "error" and messages[-1]["code"] == "shutting_down"
+            assert messages[-1]["fatal"] is True
             assert ws.close_code == 1001
+        told = json.loads(await idle.recv())  # not started: told at once
+        assert (told["code"], told["fatal"]) == ("shutting_down", True)
         with pytest.raises(ConnectionClosed):
             await idle.recv()
         assert idle.close_code == 1001

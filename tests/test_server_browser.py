@@ -6,6 +6,7 @@ in its DOM, and reconnects on its own when the server goes away and comes back.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import shutil
 from collections.abc import AsyncIterator
@@ -96,6 +97,47 @@ async def test_page_streams_text_shows_captions_and_reconnects(browser: object) 
         await page.click("#send")
         await finals.nth(2).wait_for(timeout=30_000)
         assert (await finals.all_text_contents())[2] == expected[1]
+        assert problems == []
+    finally:
+        await page.close()
+        await server.stop()
+
+
+async def test_page_resumes_a_killed_connection_without_losing_or_repeating(
+    browser: object,
+) -> None:
+    """The server side cuts the page's socket mid-sentence (no close frame, as a proxy
+    restart or a dead Wi-Fi does): the page resumes its session and the captions go on with
+    every sentence once, each exactly as an uninterrupted session makes it."""
+    text = TEXT + " wir gehen heute nach Hause ."
+    server = await start_server()
+    page = await browser.new_page()  # type: ignore[attr-defined]
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.on(
+        "console", lambda m: problems.append(m.text) if m.type in ("error", "warning") else None
+    )
+    try:
+        url = f"ws://127.0.0.1:{server.port}/ws"
+        expected = (await run_stream(url, paced(text.split(), 0), policy=POLICY)).finals()
+        await page.goto(f"http://127.0.0.1:{server.port}/?policy={POLICY}")
+        await page.locator("#status.ok").wait_for(timeout=20_000)
+        await page.fill("#source", text)
+        await page.fill("#rate", "8")
+        await page.click("#send")
+        for cut_after in (4, 11):  # mid-sentence, twice
+            while max((c.machine.words_in for c in server.connections), default=0) < cut_after:
+                await asyncio.sleep(0.01)
+            [conn] = [c for c in server.connections if c.started]
+            conn.ws.transport.abort()
+            await page.locator("#status.ok", has_text="resumed").wait_for(timeout=20_000)
+        finals = page.locator(".sentence.final .committed")
+        await finals.nth(len(expected) - 1).wait_for(timeout=30_000)
+        await asyncio.sleep(0.5)  # nothing more arrives
+        assert await finals.all_text_contents() == expected
+        assert await page.locator(".sentence").count() == len(expected)  # no repeated line
+        assert await page.locator(".interrupted").count() == 0
+        assert len(server.table.sessions) == 1  # the same session all along
         assert problems == []
     finally:
         await page.close()

@@ -95,17 +95,17 @@ def errors(messages: list[dict[str, Any]]) -> list[tuple[str, bool]]:
     return [(m["code"], m["fatal"]) for m in messages if m["type"] == "error"]
 
 
-FATAL_CASES = [
-    ("non-JSON", [START, "this is not json"], "bad_json", 1008),
-    ("binary frame", [START, b"\x00\x01binary"], "binary_frame", 1008),
-    ("unknown type", [START, '{"type":"shout"}'], "unknown_type", 1008),
+FATAL_CASES = [  # before `start` every bad frame ends the connection; so does a bad start
+    ("non-JSON first", ["this is not json"], "bad_json", 1008),
+    ("binary frame first", [b"\x00\x01binary"], "binary_frame", 1008),
+    ("unknown type first", ['{"type":"shout"}'], "unknown_type", 1008),
     ("before start", [source("hallo")], "not_started", 1008),
-    ("second start", [START, START], "already_started", 1008),
     ("unknown policy", [START.replace("wait-k:k=2", "no-such-policy")], "bad_policy", 1008),
     ("bad policy arg", [START.replace("k=2", "k=zero")], "bad_policy", 1008),
     ("wrong protocol", [START.replace(PROTOCOL, "simulmt.v0")], "bad_start", 1008),
+    ("unknown start field", [START[:-1] + ',"colour":"red"}'], "unknown_field", 1008),
     ("wrong language", [START[:-1] + ',"src_lang":"fr"}'], "bad_start", 1008),
-    ("over the size limit", [START, source("wort " * 20_000)], "message_too_big", 1009),
+    ("too big first", [source("wort " * 20_000)], "message_too_big", 1009),
 ]
 
 
@@ -124,6 +124,46 @@ async def test_fatal_bad_input(frames: list[str | bytes], code: str, close: int)
         await beside_neighbour(url, bad)
 
 
+async def test_bad_frames_mid_session_are_not_fatal() -> None:
+    """After `start`, every bad frame gets its `error` and the session goes on: the sentence
+    in flight is translated and its final arrives."""
+    async with running(ServerConfig(port=0)) as url:
+
+        async def bad() -> None:
+            frames = [
+                START,
+                source("ich habe heute"),
+                "this is not json",
+                b"\x00\x01binary",
+                '{"type":"shout","loud":true}',  # a newer client's message type
+                source("einen Brief")[:-1] + ',"lang":"de"}',  # an unknown field: still taken
+                START,
+                source("wort " * 20_000),
+                source("geschrieben ."),
+                END,
+            ]
+            messages, close_code = await exchange(url, frames)
+            assert errors(messages) == [
+                ("bad_json", False),
+                ("binary_frame", False),
+                ("unknown_type", False),
+                ("unknown_field", False),
+                ("already_started", False),
+                ("message_too_big", False),
+            ]
+            shout = next(m for m in messages if m.get("code") == "unknown_type")
+            assert "accepted: start, source, flush, end, ping" in shout["message"]
+            finals = [m for m in messages if m["type"] == "final"]
+            assert [f["source"] for f in finals] == ["ich habe heute einen Brief geschrieben ."]
+            assert [f["text"] for f in finals] == list(
+                reference("ich habe heute einen Brief geschrieben .")
+            )
+            assert messages[-1] == {"type": "end", "sentences": 1, "seq": len(messages)}
+            assert close_code == 1000
+
+        await beside_neighbour(url, bad)
+
+
 async def test_frame_over_the_transport_cap_is_cut_with_1009() -> None:
     config = ServerConfig(port=0, hard_max_bytes=100_000)
     async with running(config) as url:
@@ -135,7 +175,7 @@ async def test_frame_over_the_transport_cap_is_cut_with_1009() -> None:
         await beside_neighbour(url, bad)
 
 
-async def test_non_fatal_errors_keep_the_session() -> None:
+async def test_long_words_are_refused_and_long_sentences_cut() -> None:
     limits = Limits(max_word_chars=20, max_sentence_words=7)  # the neighbour's fit
     async with running(ServerConfig(port=0, limits=limits)) as url:
 
@@ -144,15 +184,18 @@ async def test_non_fatal_errors_keep_the_session() -> None:
                 START,
                 source("eins zwei drei vier"),
                 source("fünf " + "x" * 21),  # word too long: the whole message is dropped
-                source("fünf sechs sieben acht"),  # 8 words: sentence too long, dropped
-                source("ende ."),  # 6 words: fine
+                source("fünf sechs sieben acht"),  # the session cuts the sentence at 7 words
+                source("ende ."),
                 END,
             ]
             messages, close_code = await exchange(url, frames)
-            assert errors(messages) == [("word_too_long", False), ("sentence_too_long", False)]
+            assert errors(messages) == [("word_too_long", False)]
             finals = [m for m in messages if m["type"] == "final"]
-            assert [f["source"] for f in finals] == ["eins zwei drei vier ende ."]
-            assert messages[-1] == {"type": "end", "sentences": 1, "seq": len(messages)}
+            assert [f["source"] for f in finals] == [
+                "eins zwei drei vier fünf sechs sieben",
+                "acht ende .",
+            ]
+            assert messages[-1] == {"type": "end", "sentences": 2, "seq": len(messages)}
             assert close_code == 1000
 
         await beside_neighbour(url, bad)
@@ -165,7 +208,7 @@ async def test_messages_after_end_are_refused_without_closing_early() -> None:
             long = " ".join(["wort"] * 40)  # keeps the session busy finishing after `end`
             frames = [START.replace("wait-k:k=2", "full"), source(long), END, source("mehr"), "x"]
             messages, close_code = await exchange(url, frames)
-            assert set(errors(messages)) == {("after_end", False)}
+            assert errors(messages) == [("after_end", False), ("bad_json", False)]
             assert [m["type"] for m in messages][-2:] == ["final", "end"]
             assert close_code == 1000
 
@@ -287,8 +330,8 @@ async def test_a_slow_reader_cannot_grow_server_memory() -> None:
             async with asyncio.timeout(60):
                 while quiet < 15:  # until no input was read for 1.5 s
                     await asyncio.sleep(0.1)
-                    quiet = quiet + 1 if conn.words_in == stalled_at else 0
-                    stalled_at = conn.words_in
+                    quiet = quiet + 1 if conn.machine.words_in == stalled_at else 0
+                    stalled_at = conn.machine.words_in
             assert stalled_at < n * 7  # the server stopped reading input...
             assert conn._paused  # ...and computing for this session
             assert conn.max_outbox <= config.outbox_high_water + 100  # plus one turn's output

@@ -71,6 +71,8 @@ def nginx_conf(tmp: Path, listen: int, backends: list[int]) -> Path:
     """deploy/nginx.conf with this test's ports and private temp folders."""
     text = CONF.read_text()
     assert "127.0.0.1:8701" in text and "127.0.0.1:8702" in text and "listen 8080;" in text
+    text = text.replace("8701 127.0.0.1:8701", f"{backends[0]} 127.0.0.1:8701")  # routes
+    text = text.replace("8702 127.0.0.1:8702", f"{backends[1]} 127.0.0.1:8702")
     text = text.replace("127.0.0.1:8701", f"127.0.0.1:{backends[0]}")
     text = text.replace("127.0.0.1:8702", f"127.0.0.1:{backends[1]}")
     text = text.replace("listen 8080;", f"listen 127.0.0.1:{listen};")
@@ -94,6 +96,26 @@ async def session_through(url: str, text: str) -> tuple[str, list[dict[str, obje
         await ws.send(json.dumps({"type": "end"}))
         messages = [json.loads(m) async for m in ws]
     return str(session["session_id"]), messages, ws.close_code
+
+
+async def resume_through(url: str, instances: dict[int, str]) -> None:
+    start = {"type": "start", "protocol": PROTOCOL, "policy": "wait-k:k=2"}
+    ws = await connect(url)
+    await ws.send(json.dumps(start))
+    hello = json.loads(await ws.recv())
+    route = hello["resume"]["route"]
+    assert instances[int(route)] == hello["session_id"].split("-")[0]  # route = its port
+    ws.transport.abort()
+    await asyncio.sleep(0.2)  # the drop reaches the server through nginx
+    resume = {"session_id": hello["session_id"], "token": hello["resume"]["token"],
+              "last_seq": 1}  # fmt: skip
+    async with connect(f"{url}?route={route}") as again:
+        await again.send(json.dumps({**start, "resume": resume}))
+        assert json.loads(await again.recv())["resumed"]["received"] == 0
+        await again.send(json.dumps({"type": "source", "text": "ja ."}))
+        await again.send(json.dumps({"type": "end"}))
+        messages = [json.loads(m) async for m in again]
+    assert [m["source"] for m in messages if m["type"] == "final"] == ["ja ."]
 
 
 async def test_sessions_spread_over_two_processes_behind_nginx(tmp_path: Path) -> None:
@@ -137,6 +159,8 @@ async def test_sessions_spread_over_two_processes_behind_nginx(tmp_path: Path) -
             assert close == 1000
             assert [m["source"] for m in messages if m["type"] == "final"] == [text]
             assert [m["seq"] for m in messages] == list(range(2, len(messages) + 2))
+        for _ in range(3):  # a resume through nginx reaches the process holding the session
+            await resume_through(f"ws://127.0.0.1:{listen}/ws", instances)
     finally:
         nginx.send_signal(signal.SIGQUIT)
         await asyncio.wait_for(nginx.wait(), timeout=10)

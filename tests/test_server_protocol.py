@@ -1,12 +1,10 @@
-"""The simulmt.v1 protocol as pure functions: parsing, error codes, message building, limits."""
+"""The simulmt.v1 protocol as pure functions: parsing, negotiation, error codes, messages."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from simulmt.server.config import PROTOCOL, Limits, ServerConfig
 from simulmt.server.protocol import (
     End,
@@ -14,22 +12,29 @@ from simulmt.server.protocol import (
     Flush,
     Ping,
     ProtocolError,
-    SentenceCounter,
+    Resume,
     Source,
     Start,
+    check_words,
     encode,
     parse_client_message,
     update_messages,
 )
 
 from simulmt.updates import Update
-from simulmt.words import ends_sentence
 
 LIMITS = Limits(max_message_bytes=200, max_word_chars=10, max_sentence_words=5)
 
 
 def parse(frame: str | bytes) -> object:
-    return parse_client_message(frame, limits=LIMITS, default_policy="wait-k:k=3", max_beam=4)
+    parsed = parse_client_message(frame, limits=LIMITS, default_policy="wait-k:k=3", max_beam=4)
+    return parsed.message
+
+
+def ignored(frame: str) -> tuple[str, ...]:
+    return parse_client_message(
+        frame, limits=LIMITS, default_policy="wait-k:k=3", max_beam=4
+    ).ignored
 
 
 START = {"type": "start", "protocol": PROTOCOL}
@@ -46,12 +51,25 @@ START = {"type": "start", "protocol": PROTOCOL}
         ('{"type":"source","text":"  ein  Satz . "}', Source(("ein", "Satz", "."))),
         ('{"type":"source","text":""}', Source(())),
         ('{"type":"flush"}', Flush()),
-        ('{"type":"end","extra":1}', End()),  # unknown fields are ignored
+        ('{"type":"end","extra":1}', End()),  # unknown fields are reported, then ignored
         ('{"type":"ping"}', Ping()),
+        (  # the client lists the versions it speaks; the server picks the first it knows
+            json.dumps({**START, "protocol": ["simulmt.v9", PROTOCOL]}),
+            Start(policy="wait-k:k=3", beam=1, protocol=PROTOCOL),
+        ),
+        (
+            json.dumps({**START, "resume": {"session_id": "a-1", "token": "t", "last_seq": 4}}),
+            Start(policy="wait-k:k=3", beam=1, resume=Resume("a-1", "t", 4)),
+        ),
     ],
 )
 def test_parse_accepts(frame: str, expected: object) -> None:
     assert parse(frame) == expected
+
+
+def test_unknown_fields_are_listed() -> None:
+    assert ignored('{"type":"end","extra":1,"b":2}') == ("b", "extra")
+    assert ignored('{"type":"source","text":"a"}') == ()
 
 
 @pytest.mark.parametrize(
@@ -66,13 +84,23 @@ def test_parse_accepts(frame: str, expected: object) -> None:
         ('{"type":"source","text":["a"]}', ErrorCode.BAD_MESSAGE, "source.text"),
         ('{"type":"start"}', ErrorCode.BAD_START, PROTOCOL),
         ('{"type":"start","protocol":"simulmt.v0"}', ErrorCode.BAD_START, PROTOCOL),
+        ('{"type":"start","protocol":["simulmt.v0"]}', ErrorCode.BAD_START, "list of versions"),
+        ('{"type":"start","protocol":[1]}', ErrorCode.BAD_START, PROTOCOL),
+        (json.dumps({**START, "extra": 1}), ErrorCode.UNKNOWN_FIELD, "accepted: type, protocol"),
+        (json.dumps({**START, "resume": {"session_id": "a"}}), ErrorCode.BAD_START, "last_seq"),
+        (
+            json.dumps({**START, "resume": {"session_id": "a", "token": "t", "last_seq": -1}}),
+            ErrorCode.BAD_START,
+            "integer >= 0",
+        ),
+        ("[" * 100_000, ErrorCode.MESSAGE_TOO_BIG, "limit"),
+        ("[" * 150, ErrorCode.BAD_JSON, "JSON"),
         (json.dumps({**START, "beam": 0}), ErrorCode.BAD_START, "1..4"),
         (json.dumps({**START, "beam": 5}), ErrorCode.BAD_START, "1..4"),
         (json.dumps({**START, "beam": True}), ErrorCode.BAD_START, "integer"),
         (json.dumps({**START, "policy": ""}), ErrorCode.BAD_POLICY, "wait-k:k=3"),
         (json.dumps({**START, "policy": 3}), ErrorCode.BAD_POLICY, "spec string"),
         (json.dumps({**START, "src_lang": 1}), ErrorCode.BAD_MESSAGE, "src_lang"),
-        ('{"type":"source","text":"ok abcdefghijk"}', ErrorCode.WORD_TOO_LONG, "limit is 10"),
         (json.dumps({"type": "source", "text": "a " * 200}), ErrorCode.MESSAGE_TOO_BIG, "200"),
     ],
 )
@@ -81,6 +109,13 @@ def test_parse_refuses_with_reason(frame: str | bytes, code: ErrorCode, says: st
         parse(frame)
     assert info.value.code is code
     assert says in info.value.message
+
+
+def test_word_length_is_checked_on_the_whole_message() -> None:
+    check_words(["ok", "abcdefghij"], LIMITS)
+    with pytest.raises(ProtocolError) as info:
+        check_words(["ok", "abcdefghijk"], LIMITS)
+    assert info.value.code is ErrorCode.WORD_TOO_LONG and "limit is 10" in info.value.message
 
 
 def test_size_limit_counts_utf8_bytes() -> None:
@@ -93,25 +128,29 @@ def test_size_limit_counts_utf8_bytes() -> None:
 
 
 @pytest.mark.parametrize(
-    ("code", "fatal", "close"),
+    ("code", "about_frame", "close"),
     [
         (ErrorCode.BAD_JSON, True, 1008),
         (ErrorCode.BINARY_FRAME, True, 1008),
         (ErrorCode.UNKNOWN_TYPE, True, 1008),
+        (ErrorCode.UNKNOWN_FIELD, True, 1008),
         (ErrorCode.NOT_STARTED, True, 1008),
         (ErrorCode.ALREADY_STARTED, True, 1008),
-        (ErrorCode.BAD_POLICY, True, 1008),
-        (ErrorCode.IDLE_TIMEOUT, True, 1008),
         (ErrorCode.MESSAGE_TOO_BIG, True, 1009),
-        (ErrorCode.INTERNAL, True, 1011),
-        (ErrorCode.OVERLOADED, True, 1013),
-        (ErrorCode.WORD_TOO_LONG, False, None),
-        (ErrorCode.SENTENCE_TOO_LONG, False, None),
-        (ErrorCode.AFTER_END, False, None),
+        (ErrorCode.WORD_TOO_LONG, True, 1008),
+        (ErrorCode.AFTER_END, True, 1008),
+        (ErrorCode.BAD_POLICY, False, 1008),
+        (ErrorCode.RESUME_FAILED, False, 1008),
+        (ErrorCode.IDLE_TIMEOUT, False, 1008),
+        (ErrorCode.INTERNAL, False, 1011),
+        (ErrorCode.OVERLOADED, False, 1013),
+        (ErrorCode.SHUTTING_DOWN, False, 1001),
     ],
 )
-def test_error_codes(code: ErrorCode, fatal: bool, close: int | None) -> None:
-    assert code.fatal is fatal
+def test_error_codes(code: ErrorCode, about_frame: bool, close: int) -> None:
+    """Frame errors are fatal only before `start` (see test_server_machine); the close code
+    is what follows a fatal one."""
+    assert code.about_frame is about_frame
     assert code.close_code == close
 
 
@@ -152,37 +191,7 @@ def test_config_rejects_bad_values() -> None:
         Limits(idle_timeout_s=0)
     with pytest.raises(ValueError, match="port"):
         ServerConfig(port=70000)
-
-
-_words = st.lists(st.sampled_from(["ein", "Satz", "lang", "ist", ".", "gut!", "ja?"]), max_size=12)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(_words, st.booleans()), max_size=12))
-def test_sentence_counter_never_admits_a_long_sentence(
-    messages: list[tuple[list[str], bool]],
-) -> None:
-    counter = SentenceCounter(max_words=5, max_tokens=12)
-    admitted: list[str] = []
-    for words, flush in messages:
-        before = (counter.words, counter.tokens)
-        try:
-            counter.admit(words, len)
-            admitted.extend(words)
-        except ProtocolError as e:
-            assert e.code is ErrorCode.SENTENCE_TOO_LONG
-            assert (counter.words, counter.tokens) == before  # a refused message counts nothing
-        if flush:
-            counter.flush()
-            admitted.append("<flush>")
-    run_words = run_tokens = 0
-    for word in admitted:
-        if word == "<flush>":
-            run_words = run_tokens = 0
-            continue
-        run_words += 1
-        run_tokens += len(word)
-        assert run_words <= 5 and run_tokens <= 12
-        if ends_sentence(word):
-            run_words = run_tokens = 0
-    assert (counter.words, counter.tokens) == (run_words, run_tokens)
+    with pytest.raises(ValueError, match="resume_window_s"):
+        ServerConfig(resume_window_s=-1)
+    with pytest.raises(ValueError, match="replay_messages"):
+        ServerConfig(replay_messages=10)

@@ -1,27 +1,33 @@
 // simulmt captions page: streams typed/pasted text to this server (simulmt.v1) and shows
 // committed words in full colour and the tentative tail greyed. Server text is inserted with
-// textContent only. The connection is re-opened with backoff when it drops; words sent but not
-// yet translated are sent again on the new session.
+// textContent only. When the connection drops, the page reconnects and resumes its session:
+// the server replays the messages it missed (by seq) and says how many of the page's frames it
+// received, and the page sends the rest again. If the session cannot be resumed (its server
+// stopped, the resume window passed), a new session gets the words that have no final yet.
 "use strict";
 
 (() => {
   const PROTOCOL = "simulmt.v1";
   const MAX_SENTENCES = 300; // older caption lines are dropped from the page
-  const RETRY_CODES = new Set([1001, 1006, 1011, 1012, 1013, 1014]); // worth reconnecting
+  const RETRY_CODES = new Set([1001, 1005, 1006, 1011, 1012, 1013, 1014]); // worth reconnecting
+  const NEW_SESSION_ERRORS = new Set(["shutting_down", "resume_failed", "internal", "idle_timeout"]);
   const $ = (id) => document.getElementById(id);
   const params = new URLSearchParams(location.search);
 
   const state = {
     ws: null,
-    generation: 0, // +1 per connection: sentence ids restart on each session
+    generation: 0, // +1 per connection: events of an old socket are ignored
     queue: [], // words not yet sent
-    unconfirmed: [], // words sent on this session whose sentence has no final yet
+    words: [], // words sent, in order; the first `confirmed` have their final
+    confirmed: 0,
+    session: null, // {id, token, route, lastSeq, frames, base, wordsBase, endSent}
+    live: false, // this connection has its session
+    fatal: null, // the fatal error of this connection
+    failures: 0, // connections in a row that got no session
     pump: null, // timer of the word pump
-    retryMs: 500,
     retryTimer: null,
     restartAfterEnd: false, // the policy changed: open a new session once this one ended
-    lastSeq: 0,
-    sentences: new Map(), // "generation:sentence_id" -> {root, committed, tentative}
+    sentences: new Map(), // "session:sentence_id" -> {root, committed, tentative}
   };
 
   function setStatus(text, kind) {
@@ -32,57 +38,86 @@
 
   function wsUrl() {
     const proto = location.protocol === "https:" ? "wss:" : "ws:";
-    const token = params.get("token");
-    return `${proto}//${location.host}/ws` + (token ? "?token=" + encodeURIComponent(token) : "");
+    const query = new URLSearchParams();
+    if (params.get("token")) query.set("token", params.get("token"));
+    if (state.session && state.session.route) query.set("route", state.session.route);
+    const q = query.toString();
+    return `${proto}//${location.host}/ws` + (q ? "?" + q : "");
   }
 
   function isOpen() {
-    return state.ws !== null && state.ws.readyState === WebSocket.OPEN;
+    return state.ws !== null && state.ws.readyState === WebSocket.OPEN && state.live;
   }
 
-  function send(msg) {
-    if (isOpen()) state.ws.send(JSON.stringify(msg));
+  // every frame after `start` is logged until the server surely has it: a resume resends
+  function sendFrame(msg, words) {
+    if (!isOpen()) return false;
+    const text = JSON.stringify(msg);
+    state.session.frames.push({ text, n: words });
+    state.ws.send(text);
+    return true;
   }
 
   function connect() {
     if (state.ws !== null && state.ws.readyState <= WebSocket.OPEN) return;
     clearTimeout(state.retryTimer);
     state.generation += 1;
-    state.lastSeq = 0;
+    state.live = false;
+    state.fatal = null;
     const generation = state.generation;
-    setStatus("connecting…", "wait");
+    setStatus(state.session ? "reconnecting…" : "connecting…", "wait");
     const ws = new WebSocket(wsUrl());
     state.ws = ws;
     ws.onopen = () => {
       const beam = Math.max(1, parseInt($("beam").value, 10) || 1);
-      send({ type: "start", protocol: PROTOCOL, policy: $("policy").value.trim(), beam });
-      // words of a sentence the last session never finished go out again first
-      state.queue = state.unconfirmed.concat(state.queue);
-      state.unconfirmed = [];
+      const start = { type: "start", protocol: PROTOCOL, policy: $("policy").value.trim(), beam };
+      const s = state.session;
+      if (s) start.resume = { session_id: s.id, token: s.token, last_seq: s.lastSeq };
+      ws.send(JSON.stringify(start));
     };
     ws.onmessage = (event) => onMessage(generation, JSON.parse(event.data));
     ws.onclose = (event) => onClose(generation, event);
   }
 
-  function onClose(generation, event) {
-    if (generation !== state.generation) return;
-    stopPump();
+  function abandon() {
+    // a new session takes the words that have no final; the old open sentence stays greyed
     for (const s of state.sentences.values()) {
-      if (s.generation === generation && !s.final) {
+      if (!s.final) {
         s.tentative.textContent = "";
         s.root.classList.add("interrupted");
       }
     }
-    if (event.code === 1000 && state.restartAfterEnd) {
-      state.restartAfterEnd = false;
-      connect();
-    } else if (event.code === 1000) {
-      setStatus("session ended — press Stream to start a new one", "");
-    } else if (RETRY_CODES.has(event.code) || event.code === 1005) {
-      const wait = state.retryMs;
-      state.retryMs = Math.min(state.retryMs * 2, 10000);
-      setStatus(`connection lost (${event.code}); reconnecting in ${wait / 1000} s`, "wait");
-      state.retryTimer = setTimeout(connect, wait);
+    state.queue = state.words.slice(state.confirmed).concat(state.queue);
+    state.words = state.words.slice(0, state.confirmed);
+    state.session = null;
+  }
+
+  function retry() {
+    state.failures += 1;
+    if (state.session && state.failures > 3) abandon(); // its server is gone
+    const wait = Math.min(250 * 2 ** state.failures, 10000);
+    setStatus(`connection lost; reconnecting in ${wait / 1000} s`, "wait");
+    state.retryTimer = setTimeout(connect, wait);
+  }
+
+  function onClose(generation, event) {
+    if (generation !== state.generation) return;
+    stopPump();
+    if (state.live) state.failures = 0;
+    const fatal = state.fatal;
+    if (event.code === 1000) {
+      state.session = null;
+      if (state.restartAfterEnd) {
+        state.restartAfterEnd = false;
+        connect();
+      } else {
+        setStatus("session ended — press Stream to start a new one", "");
+      }
+    } else if ((fatal && NEW_SESSION_ERRORS.has(fatal.code)) || event.code === 1013) {
+      abandon();
+      retry();
+    } else if (!fatal && RETRY_CODES.has(event.code)) {
+      retry();
     } else if (!$("status").classList.contains("error")) {
       setStatus(`closed (${event.code} ${event.reason})`, "error");
     }
@@ -90,22 +125,24 @@
 
   function onMessage(generation, msg) {
     if (generation !== state.generation) return;
-    if (typeof msg.seq === "number") {
-      if (msg.seq !== state.lastSeq + 1) console.warn("seq gap", state.lastSeq, msg.seq);
-      state.lastSeq = msg.seq;
+    const s = state.session;
+    if (msg.type === "error" && msg.fatal) state.fatal = msg;
+    if (msg.type !== "session" && s && typeof msg.seq === "number") {
+      if (msg.seq <= s.lastSeq && msg.type !== "error") return; // seen before the drop
+      if (msg.seq > s.lastSeq + 1 && msg.type !== "error") console.warn("seq gap", s.lastSeq, msg.seq);
     }
+    if (s && typeof msg.seq === "number" && msg.seq > s.lastSeq) s.lastSeq = msg.seq;
     switch (msg.type) {
       case "session":
-        state.retryMs = 500;
-        setStatus(`connected · ${msg.model} · session ${msg.session_id}`, "ok");
-        startPump();
+        onSession(msg);
         break;
       case "partial":
-        renderPartial(generation, msg);
+        renderPartial(msg);
         break;
       case "final":
-        renderFinal(generation, msg);
-        state.unconfirmed.splice(0, String(msg.source).split(/\s+/).filter(Boolean).length);
+        renderFinal(msg);
+        state.confirmed += String(msg.source).split(/\s+/).filter(Boolean).length;
+        trimFrames();
         break;
       case "error":
         setStatus(`error ${msg.code}: ${msg.message}`, msg.fatal ? "error" : "wait");
@@ -114,12 +151,47 @@
         setStatus(`session ended after ${msg.sentences} sentences`, "");
         break;
       default:
-        console.warn("unknown message", msg.type);
+        console.warn("unknown message", msg.type); // a newer server's: ignored
     }
   }
 
-  function sentenceFor(generation, id) {
-    const key = `${generation}:${id}`;
+  function onSession(msg) {
+    state.live = true;
+    state.failures = 0;
+    if (msg.resumed) {
+      const s = state.session;
+      s.lastSeq = msg.seq;
+      for (const f of s.frames.slice(Math.max(0, msg.resumed.received - s.base))) {
+        state.ws.send(f.text); // frames the server never received
+      }
+      setStatus(`resumed · ${msg.model} · session ${msg.session_id}`, "ok");
+    } else {
+      const resume = msg.resume || {};
+      state.session = {
+        id: msg.session_id, token: resume.token, route: resume.route || null,
+        lastSeq: msg.seq, frames: [], base: 0, wordsBase: 0, endSent: false,
+      };
+      setStatus(`connected · ${msg.model} · session ${msg.session_id}`, "ok");
+    }
+    startPump();
+  }
+
+  function trimFrames() {
+    const s = state.session;
+    if (!s) return;
+    let end = s.wordsBase;
+    let last = -1;
+    s.frames.forEach((f, i) => {
+      end += f.n;
+      if (f.n > 0 && end <= state.confirmed) last = i;
+    });
+    if (last < 0) return;
+    for (const f of s.frames.splice(0, last + 1)) s.wordsBase += f.n;
+    s.base += last + 1;
+  }
+
+  function sentenceFor(id) {
+    const key = `${state.session ? state.session.id : ""}:${id}`;
     let s = state.sentences.get(key);
     if (s === undefined) {
       const root = document.createElement("p");
@@ -131,7 +203,7 @@
       tentative.className = "tentative";
       root.append(committed, tentative);
       $("captions").append(root);
-      s = { root, committed, tentative, generation, final: false };
+      s = { root, committed, tentative, final: false };
       state.sentences.set(key, s);
       trimSentences();
     }
@@ -151,15 +223,15 @@
     box.scrollTop = box.scrollHeight;
   }
 
-  function renderPartial(generation, msg) {
-    const s = sentenceFor(generation, msg.sentence_id);
+  function renderPartial(msg) {
+    const s = sentenceFor(msg.sentence_id);
     s.committed.textContent += String(msg.committed_delta);
     s.tentative.textContent = String(msg.tentative);
     scrollDown();
   }
 
-  function renderFinal(generation, msg) {
-    const s = sentenceFor(generation, msg.sentence_id);
+  function renderFinal(msg) {
+    const s = sentenceFor(msg.sentence_id);
     s.committed.textContent = String(msg.text);
     s.tentative.textContent = "";
     s.final = true;
@@ -175,8 +247,11 @@
 
   function sendWords(words) {
     if (words.length === 0) return;
-    send({ type: "source", text: words.join(" ") });
-    state.unconfirmed.push(...words);
+    if (sendFrame({ type: "source", text: words.join(" ") }, words.length)) {
+      state.words.push(...words);
+    } else {
+      state.queue.unshift(...words);
+    }
   }
 
   function pumpOnce() {
@@ -210,17 +285,17 @@
   function onSettingsChange() {
     if (isOpen()) {
       state.restartAfterEnd = true;
-      send({ type: "end" });
+      sendFrame({ type: "end" }, 0);
     }
   }
 
   function init() {
     if (params.get("policy")) $("policy").value = params.get("policy");
     $("controls").addEventListener("submit", onSubmit);
-    $("flush").addEventListener("click", () => send({ type: "flush" }));
+    $("flush").addEventListener("click", () => sendFrame({ type: "flush" }, 0));
     $("end").addEventListener("click", () => {
       state.queue = [];
-      send({ type: "end" });
+      sendFrame({ type: "end" }, 0);
     });
     $("clear").addEventListener("click", () => {
       $("captions").replaceChildren();

@@ -1,0 +1,323 @@
+"""One captioning session as the protocol sees it, without I/O: inputs in, effects out.
+
+Inputs are method calls (a client frame, a worker delivery, the idle timer, a shutdown, a
+resume); outputs are `Effect`s that `take()` hands to whoever carries them out (the
+connection: send a frame, close, give work to the model worker, build or look up a session).
+So every rule of `simulmt.v1` is tested without sockets, and `Connection` only moves frames.
+
+The machine outlives its connection: a dropped connection parks it and a resume attaches it to
+a new one. It therefore numbers its own messages (`seq`) and keeps the last
+`replay_messages` of them, and it counts the frames it received, so a resuming client knows
+which of its own frames to send again.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections import deque
+from dataclasses import dataclass
+
+from simulmt.server.config import ServerConfig
+from simulmt.server.ops import Delivery, Marker, Op, OpKind
+from simulmt.server.protocol import (
+    End,
+    ErrorCode,
+    Flush,
+    JsonDict,
+    ProtocolError,
+    Resume,
+    Source,
+    Start,
+    check_words,
+    encode,
+    end_message,
+    error_message,
+    parse_client_message,
+    session_message,
+    unknown_fields_text,
+    update_messages,
+)
+from websockets.frames import CloseCode
+
+logger = logging.getLogger(__name__)
+
+
+class Phase(enum.Enum):
+    AWAITING_START = "awaiting_start"
+    STARTING = "starting"  # `start` taken; the session is being built or looked up
+    STREAMING = "streaming"
+    ENDING = "ending"  # the client sent `end`; finishing the last sentence
+    DONE = "done"  # the last message and the close are queued; input is ignored
+
+
+@dataclass(frozen=True)
+class Send:
+    seq: int
+    text: str  # the encoded message, `seq` included
+
+
+@dataclass(frozen=True)
+class Close:
+    code: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Build:
+    start: Start  # build a new session; answer with `started()` or `start_failed()`
+
+
+@dataclass(frozen=True)
+class Attach:
+    resume: Resume  # find the parked session and move the connection onto it
+
+
+@dataclass(frozen=True)
+class Submit:
+    op: Op  # hand to the model worker, in order
+
+
+@dataclass(frozen=True)
+class Discard:
+    pass  # the session cannot go on: drop its queued work
+
+
+Effect = Send | Close | Build | Attach | Submit | Discard
+
+
+class SessionMachine:
+    """The `simulmt.v1` state machine of one session (see the module docstring)."""
+
+    def __init__(self, *, config: ServerConfig, session_id: str, model: str, token: str) -> None:
+        self.config = config
+        self.session_id = session_id
+        self.model = model
+        self.token = token  # the resume token, announced in the `session` message
+        self.phase = Phase.AWAITING_START
+        self.protocol = ""  # the version negotiated at `start`
+        self.seq = 0  # seq of the last message made
+        self.received = 0  # client frames received after `start` (a resume's re-send point)
+        self.words_in = 0  # source words handed to the worker
+        self.inflight = 0  # of those, words the worker has not taken yet
+        self.sentences = 0  # finals made
+        self.shutting_down = False
+        self._log: deque[tuple[int, str]] = deque(maxlen=config.replay_messages)
+        self._effects: list[Effect] = []
+        self._committed: dict[int, int] = {}  # sentence_id -> committed words made so far
+        self._last_final = -1  # sentences finish in order: ids <= this one are done
+        self._close: Close | None = None
+
+    # ---- outputs ----
+    def take(self) -> list[Effect]:
+        """The effects made since the last call, in order."""
+        out, self._effects = self._effects, []
+        return out
+
+    @property
+    def parkable(self) -> bool:
+        """A session exists that a resume could reattach to."""
+        return self.phase not in (Phase.AWAITING_START, Phase.STARTING)
+
+    def _send(self, message: JsonDict) -> None:
+        self.seq += 1
+        text = encode(message, self.seq)
+        self._log.append((self.seq, text))
+        self._effects.append(Send(self.seq, text))
+
+    def _error(self, code: ErrorCode, message: str, *, fatal: bool) -> None:
+        if self.phase is Phase.DONE:
+            return
+        logger.info("session %s: %s: %s", self.session_id, code.value, message)
+        self._send(error_message(code, message, fatal=fatal))
+        if fatal:
+            self._effects.append(Discard())
+            self._finish(Close(code.close_code, code.value))
+
+    def _refuse(self, error: ProtocolError) -> None:
+        """A bad frame: fatal before `start`, or when it concerns the session itself."""
+        started = self.phase is not Phase.AWAITING_START
+        self._error(error.code, error.message, fatal=not (started and error.code.about_frame))
+
+    def _finish(self, close: Close) -> None:
+        self.phase = Phase.DONE
+        self._close = close
+        self._effects.append(close)
+
+    # ---- inputs ----
+    def receive(self, frame: str | bytes) -> None:
+        """One client frame."""
+        if self.phase is Phase.DONE or self.shutting_down:
+            return  # the connection keeps draining so that the closing handshake completes
+        if self.phase is not Phase.AWAITING_START:
+            self.received += 1
+        try:
+            parsed = parse_client_message(
+                frame,
+                limits=self.config.limits,
+                default_policy=self.config.default_policy,
+                max_beam=self.config.max_beam,
+            )
+        except ProtocolError as e:
+            if self.phase is not Phase.AWAITING_START and not e.code.about_frame:
+                e = ProtocolError(  # only a `start` fails this way: another one, and invalid
+                    ErrorCode.ALREADY_STARTED,
+                    f"this session has already started; this start was ignored ({e.message})",
+                )
+            self._refuse(e)
+            return
+        message = parsed.message
+        if self.phase is Phase.AWAITING_START:
+            if not isinstance(message, Start):
+                first = 'the first message must be "start"'
+                self._refuse(ProtocolError(ErrorCode.NOT_STARTED, first))
+                return
+            self.phase, self.protocol = Phase.STARTING, message.protocol
+            effect = Attach(message.resume) if message.resume else Build(message)
+            self._effects.append(effect)
+            return
+        if parsed.ignored:
+            kind = type(message).__name__.lower()
+            text = unknown_fields_text(kind, parsed.ignored) + "; they were ignored"
+            self._error(ErrorCode.UNKNOWN_FIELD, text, fatal=False)
+        try:
+            self._stream_input(message)
+        except ProtocolError as e:
+            self._refuse(e)
+
+    def _stream_input(self, message: object) -> None:
+        if isinstance(message, Start):
+            raise ProtocolError(ErrorCode.ALREADY_STARTED, "this session has already started")
+        if self.phase is Phase.ENDING:
+            raise ProtocolError(
+                ErrorCode.AFTER_END, "the session has ended; this message was ignored"
+            )
+        if self.phase is not Phase.STREAMING:  # STARTING: the connection reads nothing then
+            raise ProtocolError(ErrorCode.NOT_STARTED, "wait for the `session` message")
+        if isinstance(message, Source):
+            check_words(message.words, self.config.limits)
+            if message.words:
+                self.words_in += len(message.words)
+                self.inflight += len(message.words)
+                self._effects.append(Submit(Op(OpKind.FEED, words=message.words)))
+        elif isinstance(message, Flush):
+            self._effects.append(Submit(Op(OpKind.END_SOURCE)))
+        elif isinstance(message, End):
+            self.phase = Phase.ENDING
+            self._effects.append(Submit(Op(OpKind.END_SOURCE, marker=Marker.END)))
+        # Ping: the frame itself reset the idle timer; nothing to answer
+
+    def started(self) -> None:
+        """The `Build` succeeded: the session streams."""
+        if self.phase is not Phase.STARTING:
+            return
+        self.phase = Phase.STREAMING
+        self._send(
+            session_message(
+                session_id=self.session_id,
+                model=self.model,
+                protocol=self.protocol,
+                limits=self.config.limits,
+                token=self.token,
+                window_s=self.config.resume_window_s,
+                route=self.config.route,
+            )
+        )
+
+    def start_failed(self, error: ProtocolError) -> None:
+        """The `Build` or `Attach` failed: the error ends this connection."""
+        self._error(error.code, error.message, fatal=True)
+
+    def resume_problem(self, last_seq: int) -> str | None:
+        """Why messages after `last_seq` cannot be replayed, or None if they can."""
+        if last_seq > self.seq:
+            return f"last_seq {last_seq} is ahead of this session's last message ({self.seq})"
+        oldest = self._log[0][0] if self._log else self.seq + 1
+        if last_seq + 1 < oldest:
+            return (
+                f"messages after seq {last_seq} are no longer kept (the server keeps the last "
+                f"{self.config.replay_messages}); start a new session"
+            )
+        return None
+
+    def replay(self, last_seq: int) -> None:
+        """Resume on a new connection: every message after `last_seq`, then (unless the
+        session is over) a `session` message saying how many client frames were received."""
+        assert self.resume_problem(last_seq) is None
+        self._effects = [Send(seq, text) for seq, text in self._log if seq > last_seq]
+        if self.phase is Phase.DONE:
+            assert self._close is not None
+            self._effects.append(self._close)
+            return
+        self._announce_resume()
+
+    def _announce_resume(self) -> None:
+        message = session_message(
+            session_id=self.session_id,
+            model=self.model,
+            protocol=self.protocol,
+            limits=self.config.limits,
+            token=self.token,
+            window_s=self.config.resume_window_s,
+            route=self.config.route,
+        )
+        message["resumed"] = {"received": self.received, "ending": self.phase is Phase.ENDING}
+        self._send(message)
+
+    def idle(self) -> None:
+        timeout = self.config.limits.idle_timeout_s
+        self._error(ErrorCode.IDLE_TIMEOUT, f"no message for {timeout:g} s; closing", fatal=True)
+
+    def shutdown(self) -> None:
+        """Graceful stop: finish the open sentence (its final goes out), then tell the client."""
+        if self.shutting_down or self.phase is Phase.DONE:
+            return
+        self.shutting_down = True
+        if self.phase in (Phase.STREAMING, Phase.ENDING):
+            self._effects.append(Submit(Op(OpKind.END_SOURCE, marker=Marker.SHUTDOWN)))
+        else:
+            self._shutdown_error()
+
+    def _shutdown_error(self) -> None:
+        self._error(
+            ErrorCode.SHUTTING_DOWN,
+            "this server process is stopping; start a new session (this one cannot be "
+            "resumed) and send again the words that have no final yet",
+            fatal=True,
+        )
+
+    def deliver(self, delivery: Delivery) -> None:
+        """What the worker made of this session's ops."""
+        self.inflight -= delivery.words_taken
+        if self.phase is Phase.DONE:
+            return
+        for rejected in delivery.rejected:
+            self._error(rejected.code, rejected.message, fatal=False)
+        if delivery.error is not None:
+            self._internal()
+            return
+        for update in delivery.updates:
+            if update.sentence_id <= self._last_final:
+                logger.warning("session %s: update after final dropped", self.session_id)
+                continue
+            before = self._committed.get(update.sentence_id, 0)
+            if update.committed_len - len(update.delays) != before:  # words went missing
+                logger.error("session %s: committed words lost in a failure", self.session_id)
+                self._internal()
+                return
+            self._committed[update.sentence_id] = update.committed_len
+            for message in update_messages(update):
+                self._send(message)
+            if update.final:
+                self.sentences += 1
+                self._last_final = update.sentence_id
+                self._committed.pop(update.sentence_id, None)
+        for marker in delivery.markers:
+            if marker is Marker.END:
+                self._send(end_message(self.sentences))
+                self._finish(Close(CloseCode.NORMAL_CLOSURE, "end"))
+            elif marker is Marker.SHUTDOWN:
+                self._shutdown_error()
+
+    def _internal(self) -> None:
+        self._error(ErrorCode.INTERNAL, "translation failed; the session cannot go on", fatal=True)
