@@ -258,3 +258,17 @@ def test_sigterm_saves_and_stops(data_dir: Path, tmp_path: Path) -> None:
     progress = trainer.run()
     assert 0 < progress.step < 100_000
     assert load_checkpoint(tmp_path / "run" / "last.pt")["progress"]["step"] == progress.step
+
+
+def test_distilled_targets_replace_references_line_by_line(data_dir: Path, tmp_path: Path) -> None:
+    pairs = _tiny_pairs()
+    teacher = tmp_path / "train.distill.en"
+    teacher.write_text("".join(f"{t} again\n" if i % 2 else "\n" for i, (_, t) in
+                               enumerate(pairs)), encoding="utf-8")
+    trainer = Trainer(tiny_config(data_dir, tmp_path / "run", distill=str(teacher)))
+    expected = [trainer.tok.encode(f"{t} again" if i % 2 else t) for i, (_, t) in
+                enumerate(pairs)]  # an empty teacher line keeps the reference
+    assert sorted(list(e.tgt) for e in trainer.train) == sorted(expected)
+    teacher.write_text("one line\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="has 1 lines but the training split has"):
+        Trainer(tiny_config(data_dir, tmp_path / "run2", distill=str(teacher)))

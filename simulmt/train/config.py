@@ -33,6 +33,10 @@ class TrainConfig:
     # share of training sentences whose source is given in its recognizer view (lowercase, no
     # punctuation; simulmt.data.asr), drawn anew per step; the target keeps case and punctuation
     asr_rate: float = 0.0
+    # sequence-level knowledge distillation (Kim & Rush 2016): a file of teacher translations, one
+    # per line of train.{src} (scripts/distill.sh), used as the training targets instead of
+    # train.{tgt}; None = the references
+    distill: Path | None = None
     max_tokens: int = 6000  # padded source+target tokens per batch (CPU-friendly)
     max_len: int = 100  # training pairs longer than this (tokens, either side) are skipped
     lr: float = 1e-3  # peak learning rate after warm-up (small model, short schedule)
@@ -58,6 +62,7 @@ class TrainConfig:
         d = dataclasses.asdict(self)
         d["data"], d["out"] = str(self.data), str(self.out)
         d["init_from"] = str(self.init_from) if self.init_from else None
+        d["distill"] = str(self.distill) if self.distill else None
         d["wait_k"], d["betas"] = list(self.wait_k), list(self.betas)
         return d
 

@@ -88,6 +88,16 @@ def loss_fn(
     )
 
 
+def with_teacher_targets(pairs: list[tuple[str, str]], path: Path) -> list[tuple[str, str]]:
+    """The pairs with each target replaced by the teacher's translation on the same line of
+    `path` (an empty teacher line keeps the reference); ValueError if the line counts differ."""
+    teacher = path.read_text(encoding="utf-8").splitlines()
+    if len(teacher) != len(pairs):
+        raise ValueError(f"distill file {path} has {len(teacher)} lines but the training split "
+                         f"has {len(pairs)}: it must translate train.src line by line")
+    return [(s, t.strip() or ref) for (s, ref), t in zip(pairs, teacher, strict=True)]
+
+
 class Trainer:
     def __init__(self, cfg: TrainConfig, *, resume: bool = False) -> None:
         self.cfg = cfg
@@ -131,6 +141,8 @@ class Trainer:
 
     def _load_split(self, split: str) -> list[Example]:
         pairs = read_parallel(self.cfg.data, split, self.cfg.src, self.cfg.tgt)
+        if split == "train" and self.cfg.distill is not None:
+            pairs = with_teacher_targets(pairs, self.cfg.distill)
         ids = [(self.tok.encode(s), self.tok.encode(t)) for s, t in pairs]
         asr = [self.tok.encode(recognizer_view(s)) for s, _ in pairs] if self.cfg.asr_rate else None
         return make_examples(ids, self.tok.is_word_start, max_len=self.cfg.max_len, asr=asr)
