@@ -24,6 +24,7 @@ from simulmt.eval.sweep import expand_sweep
 
 from simulmt.runtime import DTYPE_NAMES
 from simulmt.search.options import Scoring
+from simulmt.segment.views import SourceStyle, recognizer_view
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     a("--no-progress", action="store_true", help="no progress bar")
     a(
+        "--long-form",
+        action="store_true",
+        help="--source/--reference are documents (files in two folders, or blank-line blocks), "
+        "one sentence a line; each document streams as one word sequence, the output is "
+        "resegmented onto the reference sentences (mweralign) and scored with StreamLAAL",
+    )
+    a(
+        "--source-style",
+        choices=[SourceStyle.TEXT.value, SourceStyle.ASR.value],
+        default=SourceStyle.TEXT.value,
+        help="asr: lowercase the source and strip its punctuation (a speech recognizer's view)",
+    )
+    a(
         "--groups",
         type=Path,
         default=None,
@@ -158,7 +172,11 @@ def run(args: argparse.Namespace) -> int:
             empty=EmptyHypothesis(args.empty),
             rate=args.rate,
         )
+        if args.long_form:
+            return _run_long_form(args, specs, latency_config)
         sources = read_lines(args.source, "source", args.limit)
+        if args.source_style == SourceStyle.ASR.value:
+            sources = [recognizer_view(s) for s in sources]
         references = read_lines(args.reference, "reference", args.limit)
         labels = read_lines(args.groups, "groups", args.limit) if args.groups else None
         if labels is not None and len(labels) != len(sources):
@@ -178,6 +196,22 @@ def run(args: argparse.Namespace) -> int:
                     f"  {r.policy} [{label}] BLEU {g['bleu']:.2f} chrF {g['chrf']:.2f} "
                     f"AL {_fmt(g['al'])} ({g['sentences']} sentences)"
                 )
+    return 0
+
+
+def _run_long_form(
+    args: argparse.Namespace, specs: list[str], latency_config: LatencyConfig
+) -> int:
+    from simulmt.eval.longform_cli import format_long_form, run_long_form
+
+    if args.groups is not None:
+        raise ValueError("--groups does not apply to --long-form")
+    results = run_long_form(args, specs, latency_config, policy_dir_name)
+    if args.json:
+        for r in results:
+            print(json.dumps(r.as_dict()))
+    else:
+        print(format_long_form(results))
     return 0
 
 

@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "serve": "simulmt.server.cli",
     "client": "simulmt.server.client",
     "train-policy": "simulmt.policies.train_policy",
+    "train-segmenter": "simulmt.segment.cli",
 }
 
 
