@@ -1,14 +1,16 @@
 """How a source stream looks: as typed text, or as a speech recognizer sends it.
 
-The recognizer view (lowercase, no punctuation) is what live captioning clients send; the
-segmenter trains on both views and `simulmt eval --source-style asr` evaluates on it.
+The recognizer view (lowercase, no punctuation; `simulmt.data.asr`) is what live captioning
+clients send; the segmenter trains on both views and `simulmt eval --source-style asr`
+evaluates on it.
 """
 
 from __future__ import annotations
 
 import enum
-import unicodedata
 from collections.abc import Sequence
+
+from simulmt.data.asr import recognizer_view, strip_punctuation
 
 __all__ = ["SourceStyle", "apply_style", "recognizer_view", "strip_punctuation"]
 
@@ -20,16 +22,11 @@ class SourceStyle(enum.Enum):
     NO_PUNCT = "no-punct"  # case kept, punctuation stripped (others)
 
 
-def strip_punctuation(word: str) -> str:
-    """The word without its Unicode punctuation characters (category P*); may be empty."""
-    return "".join(c for c in word if not unicodedata.category(c).startswith("P"))
-
-
 def _styled(word: str, style: SourceStyle) -> str:
-    if style in (SourceStyle.ASR, SourceStyle.NO_PUNCT):
-        word = strip_punctuation(word)
     if style in (SourceStyle.ASR, SourceStyle.LOWER):
         word = word.lower()
+    if style in (SourceStyle.ASR, SourceStyle.NO_PUNCT):
+        word = strip_punctuation(word)
     return word
 
 
@@ -38,8 +35,3 @@ def apply_style(words: Sequence[str], style: SourceStyle) -> list[str]:
     if style is SourceStyle.TEXT:
         return list(words)
     return [w for w in (_styled(w, style) for w in words) if w]
-
-
-def recognizer_view(text: str) -> str:
-    """`text` lowercased, without punctuation, single-spaced (the recognizer view)."""
-    return " ".join(apply_style(text.split(), SourceStyle.ASR))
