@@ -23,7 +23,7 @@ from simulmt.eval.report import PolicyResult, format_table
 from simulmt.eval.sweep import expand_sweep
 
 from simulmt.runtime import DTYPE_NAMES
-from simulmt.search.options import Scoring
+from simulmt.search.options import Scoring, WriteUnit
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=RunConfig.alpha,
         help=f"GNMT length-normalization exponent (default {RunConfig.alpha})",
+    )
+    a(
+        "--unit",
+        choices=[u.value for u in WriteUnit],
+        default=RunConfig.unit.value,
+        help="what one WRITE writes: a whole target word (default) or one subword token "
+        "(the token-level schedules of earlier releases, for comparison)",
     )
     a("--model", type=Path, default=None, help="model folder (default: the bundled model)")
     a(
@@ -238,6 +245,7 @@ def _evaluate_all(
         jobs=args.jobs,
         scoring=Scoring(args.scoring),
         alpha=args.alpha,
+        unit=WriteUnit(args.unit),
     )
     if args.threads is not None:
         import torch
@@ -260,6 +268,7 @@ def _evaluate_all(
             beam=args.beam,
             scoring=args.scoring,
             alpha=args.alpha,
+            unit=args.unit,
             wall_s=sim.wall_s,
             groups=_group_scores(labels, sim.stats, sentences, references, latency_config)
             if labels is not None

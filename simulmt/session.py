@@ -225,9 +225,7 @@ class Session:
                 return
             tail_ids: tuple[int, ...] = ()
         else:
-            tail_ids = tuple(
-                st.committed[st.decoded_tokens :] + st.beam.best()[len(st.committed) :]
-            )
+            tail_ids = tuple(st.committed[st.decoded_tokens :] + self.search.tentative_tail(st))
             if not new_words and not st.done and tail_ids == st.shown_tail:
                 return
         st.shown_tail = tail_ids
