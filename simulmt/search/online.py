@@ -60,7 +60,7 @@ class OnlineSearch:
     ) -> Observation:
         return Observation(
             src_read=st.words_read,
-            tgt_written=st.words_written if self.by_word else len(st.committed),
+            tgt_written=len(st.completed_at) if self.by_word else len(st.committed),
             source_finished=self.source_finished(st, src),
             src_available=src.n_words - st.words_read,
             signals=signals,
@@ -91,11 +91,11 @@ class OnlineSearch:
         _prune_to_prefix(st.beam, st.committed)
 
     def _complete(self, st: StreamState, n: int) -> None:
-        """The first `n` committed tokens are known to form whole words."""
+        """The first `n` committed tokens are known to form whole words: the new ones get
+        their delay, the source position now."""
         is_start, ids = self.tokenizer.is_word_start, st.committed
-        st.words_written += sum(
-            1 for i in range(st.complete_tokens, n) if i == 0 or is_start(ids[i])
-        )
+        words = sum(1 for i in range(st.complete_tokens, n) if i == 0 or is_start(ids[i]))
+        st.completed_at += [max(st.words_read, st.peeked)] * words
         st.complete_tokens = n
 
     def tentative_tail(self, st: StreamState) -> list[int]:
@@ -119,6 +119,8 @@ class OnlineSearch:
                 return None
             # nothing to attend to yet, or the hypothesis is as long as the source allows: read
             if st.words_read == 0 or st.beam.length >= self.max_len(st):
+                if st.word_start is not None:
+                    self._stop_write(st)
                 if st.words_read >= src.n_words:
                     return None
                 self.read(st)
@@ -223,6 +225,16 @@ class OnlineSearch:
             st.word_start = None
         return True
 
+    def _stop_write(self, st: StreamState) -> None:
+        """The hypothesis reached the length the source received allows: the WRITE under way
+        ends at what is committed (a started word is complete there: it cannot grow before
+        more source comes, and then it may not be extended)."""
+        truncate(st.beam, len(st.committed))
+        start = st.word_start
+        st.word_start = None
+        if self.by_word and start is not None and len(st.committed) > start:
+            self._end_word(st)
+
     def _end_word(self, st: StreamState) -> None:
         """The written word is complete: commit it as whole, and keep only the hypotheses that
         open a new word after it."""
@@ -230,7 +242,7 @@ class OnlineSearch:
         self._complete(st, c)
         st.word_start = None
         beam = st.beam
-        if beam.size > 1:
+        if beam.size > 1 and beam.length > c:
             column = beam.tokens[:, c + 1].tolist()  # (Bm,)
             keep = [h for h, tok in enumerate(column) if self.tokenizer.is_word_start(tok)]
             if len(keep) < beam.size:
