@@ -23,7 +23,7 @@ from simulmt.eval.report import PolicyResult, format_table
 from simulmt.eval.sweep import expand_sweep
 
 from simulmt.runtime import DTYPE_NAMES
-from simulmt.search.options import Scoring
+from simulmt.search.options import Scoring, WriteUnit
 from simulmt.segment.views import SourceStyle, recognizer_view
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=RunConfig.alpha,
         help=f"GNMT length-normalization exponent (default {RunConfig.alpha})",
+    )
+    a(
+        "--unit",
+        choices=[u.value for u in WriteUnit],
+        default=RunConfig.unit.value,
+        help="what one WRITE writes: a whole target word (default) or one subword token "
+        "(the token-level schedules of earlier releases, for comparison)",
     )
     a("--model", type=Path, default=None, help="model folder (default: the bundled model)")
     a(
@@ -199,6 +206,18 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_config_from_args(args: argparse.Namespace) -> RunConfig:
+    """The simulation options of the command line (sentence-level and long-form runs)."""
+    return RunConfig(
+        beam=args.beam,
+        batch_size=args.batch_size,
+        jobs=args.jobs,
+        scoring=Scoring(args.scoring),
+        alpha=args.alpha,
+        unit=WriteUnit(args.unit),
+    )
+
+
 def _run_long_form(
     args: argparse.Namespace, specs: list[str], latency_config: LatencyConfig
 ) -> int:
@@ -266,13 +285,7 @@ def _evaluate_all(
 
     for spec in specs:
         load_policy(spec)  # fail on a bad spec before loading the model
-    run_config = RunConfig(
-        beam=args.beam,
-        batch_size=args.batch_size,
-        jobs=args.jobs,
-        scoring=Scoring(args.scoring),
-        alpha=args.alpha,
-    )
+    run_config = run_config_from_args(args)
     if args.threads is not None:
         import torch
 
@@ -294,6 +307,7 @@ def _evaluate_all(
             beam=args.beam,
             scoring=args.scoring,
             alpha=args.alpha,
+            unit=args.unit,
             wall_s=sim.wall_s,
             groups=_group_scores(labels, sim.stats, sentences, references, latency_config)
             if labels is not None

@@ -10,9 +10,7 @@ from pathlib import Path
 from simulmt.eval.corpus import LatencyConfig
 from simulmt.eval.documents import read_documents
 from simulmt.eval.longform import DocumentResult, LongFormResult, evaluate_long_form
-from simulmt.eval.options import RunConfig
 
-from simulmt.search.options import Scoring
 from simulmt.segment.views import SourceStyle
 
 __all__ = ["run_long_form", "write_long_form"]
@@ -55,6 +53,7 @@ def run_long_form(
     args: argparse.Namespace, specs: list[str], latency_config: LatencyConfig, dir_name: object
 ) -> list[LongFormResult]:
     """Evaluate every spec on the documents of --source/--reference; writes --output."""
+    from simulmt.eval.cli import run_config_from_args
     from simulmt.policies.registry import load_policy
     from tqdm import tqdm
 
@@ -64,13 +63,7 @@ def run_long_form(
     documents = read_documents(args.source, args.reference, style=style, limit=args.limit)
     for spec in specs:
         load_policy(spec)  # a bad spec fails before the model loads
-    run_config = RunConfig(
-        beam=args.beam,
-        batch_size=args.batch_size,
-        jobs=args.jobs,
-        scoring=Scoring(args.scoring),
-        alpha=args.alpha,
-    )
+    run_config = run_config_from_args(args)
     if args.threads is not None:
         import torch
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulmt.search.options import Scoring, SearchOptions
+from simulmt.search.options import Scoring, SearchOptions, WriteUnit
 
 __all__ = ["RunConfig"]
 
@@ -16,9 +16,10 @@ class RunConfig:
     jobs: int = 1  # worker processes, each simulating every jobs-th line (fork, Linux)
     scoring: Scoring = SearchOptions.scoring  # how the beam ranks hypotheses of different length
     alpha: float = SearchOptions.alpha  # GNMT length-normalization exponent
+    unit: WriteUnit = SearchOptions.unit  # what one WRITE writes: a word (default) or a token
 
     def search_options(self) -> SearchOptions:
-        return SearchOptions(beam=self.beam, scoring=self.scoring, alpha=self.alpha)
+        return SearchOptions(beam=self.beam, scoring=self.scoring, alpha=self.alpha, unit=self.unit)
 
     def __post_init__(self) -> None:
         for name in ("beam", "batch_size", "jobs"):

@@ -28,6 +28,7 @@ class PolicyResult:
     beam: int = 1
     scoring: str = "gnmt"  # the beam's length scoring (SearchOptions.scoring)
     alpha: float = 0.6  # its GNMT exponent
+    unit: str = "word"  # what one WRITE wrote (SearchOptions.unit)
     wall_s: float | None = None  # wall-clock time of the simulation
     groups: dict[str, dict[str, object]] | None = None  # per-label scores (--groups)
 
@@ -47,6 +48,7 @@ class PolicyResult:
             "beam": self.beam,
             "scoring": self.scoring,
             "alpha": self.alpha,
+            "unit": self.unit,
             "target_length": self.config.target_length.value,
             "empty_scoring": self.config.empty.value,
             "rate": self.config.rate,

@@ -5,7 +5,9 @@ signals for the best hypothesis) and answers READ or WRITE. Policies are statele
 state of a stream lives in its `StreamState`; anything a policy needs is in `Observation`.
 
 Units: `src_read` counts source *words* (a READ consumes one whole word, all its subword
-tokens); `tgt_written` counts target *tokens* (a WRITE is one decoder step).
+tokens); `tgt_written` counts target *words* (a WRITE writes one whole word: its subword tokens
+up to the next word start, `SearchOptions.unit`; with `WriteUnit.TOKEN` both count tokens).
+Model signals are those of the next token, i.e. at a word boundary of the next word's first.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ class Signal(enum.Enum):
 class CommitMode(enum.Enum):
     """How written tokens become committed (never retracted) text."""
 
-    SIMULTANEOUS = "simultaneous"  # every written token is committed at once (STACL)
+    SIMULTANEOUS = "simultaneous"  # every written word is committed at once (STACL)
     RETRANSLATION = "retranslation"  # re-decode per READ; commit agreed prefix (LocalAgreement)
 
 
@@ -58,7 +60,7 @@ class ModelSignals:
 @dataclass(frozen=True)
 class Observation:
     src_read: int  # source words read so far (>= 0)
-    tgt_written: int  # target tokens written so far by the best hypothesis (>= 0)
+    tgt_written: int  # target words committed so far (tokens with WriteUnit.TOKEN) (>= 0)
     source_finished: bool  # True once the sentence's last word has been read
     src_available: int = 0  # words received but not yet read (0: READ would wait for input)
     signals: ModelSignals | None = None  # filled only when the policy `needs` signals
@@ -90,7 +92,7 @@ class SpecPolicy(Policy, Protocol):
 
 @runtime_checkable
 class SchedulePolicy(SpecPolicy, Protocol):
-    """A fixed policy given by g(i): source words to read before writing target token i.
+    """A fixed policy given by g(i): source words to read before writing target word i.
 
     `decide` is then: source finished → WRITE; src_read < g(i) → READ; else WRITE, with
     i = tgt_written + 1. g is non-decreasing, ≥ 1, and may be `math.inf` (full sentence).

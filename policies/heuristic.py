@@ -4,7 +4,8 @@ All of them WRITE once the source is finished (nothing is left to wait for) and 
 fewer than `k_min` source words have been read. Signals come from the search in
 `obs.signals` (it computes exactly what `policy.needs` lists):
 
-- `log_probs` — next-token log-probs of the best hypothesis given x≤j (j = src_read),
+- `log_probs` — next-token log-probs of the best hypothesis given x≤j (j = src_read); with
+  word writes the policy decides once per target word, on the distribution of its first token,
 - `lookahead_log_probs` — the same given x≤j+1; None when no word j+1 has arrived yet
   (src_available == 0), since it cannot be computed then.
 """

@@ -1,10 +1,10 @@
-"""Fixed policies given by a schedule g(i): source words to read before writing token i.
+"""Fixed policies given by a schedule g(i): source words to read before writing target word i.
 
 Every policy here decides the same way, with i = tgt_written + 1:
 
     source finished → WRITE;   src_read < g(i) → READ;   otherwise → WRITE.
 
-So the delay of token i is min(|x|, g(i)) source words (`g_bounded`). g is non-decreasing
+So the delay of word i is min(|x|, g(i)) source words (`g_bounded`). g is non-decreasing
 and ≥ 1, which makes every schedule monotone: a WRITE at (j, i) is also a WRITE at (j+1, i).
 """
 
@@ -32,10 +32,10 @@ class FixedSchedule(BasePolicy):
 
     @abc.abstractmethod
     def g(self, i: int) -> float:
-        """Source words that must be read before target token i (1-based) is written."""
+        """Source words that must be read before target word i (1-based) is written."""
 
     def g_bounded(self, i: int, src_len: int) -> int:
-        """min(|x|, g(i)): the source prefix length token i sees in a sentence of src_len words."""
+        """min(|x|, g(i)): the source prefix length word i sees in a sentence of src_len words."""
         return int(min(src_len, self.g(i)))
 
     def decide(self, obs: Observation) -> Action:
@@ -74,8 +74,8 @@ class WaitK(FixedSchedule):
     g(i) = k + i − 1 − ⌊c·i⌋ with the catch-up frequency c = r − 1, as STACL's "wait-k with
     catchup" (Ma et al. 2019, §3.3: g_wait-k,c(t) = min{k + t − 1 − ⌊ct⌋, |x|}), where
     r = |y|/|x| is the expected target/source length ratio. With r = 1 (the default) this is
-    plain wait-k, g(i) = k + i − 1. With r > 1 every 1/c-th token is written without reading
-    a word (asymptotically 1/(1 − c) tokens per source word), so the tail after the source
+    plain wait-k, g(i) = k + i − 1. With r > 1 every 1/c-th word is written without reading
+    a word (asymptotically 1/(1 − c) target words per source word), so the tail after the source
     ends stays short when targets are longer than sources. STACL defines catch-up only for
     such targets: r must lie in [1, 2), which keeps g(1) = k and g non-decreasing; for
     shorter targets write the schedule out with `schedule:g=…`.

@@ -217,17 +217,14 @@ class Session:
         sent = self.sentences[0]
         tok = self.engine.tokenizer
         if st.complete_tokens > st.decoded_tokens:
-            st.words += tok.decode(st.committed[st.decoded_tokens : st.complete_tokens]).split()
-            st.decoded_tokens = st.complete_tokens
+            self._decode_words(st)
         new_words = st.words[st.shown_words :]
         if not self.tentative:
             if not new_words and not st.done:
                 return
             tail_ids: tuple[int, ...] = ()
         else:
-            tail_ids = tuple(
-                st.committed[st.decoded_tokens :] + st.beam.best()[len(st.committed) :]
-            )
+            tail_ids = tuple(st.committed[st.decoded_tokens :] + self.search.tentative_tail(st))
             if not new_words and not st.done and tail_ids == st.shown_tail:
                 return
         st.shown_tail = tail_ids
@@ -239,10 +236,10 @@ class Session:
         text_words = st.words
         now = self.clock()
         prefix = " " if st.shown_words and new_words else ""
+        delays = tuple(st.word_delays[st.shown_words :])
         st.shown_words += len(new_words)
         st.shown_tentative = tentative
         st.shown_final = st.done
-        delay = max(st.words_read, st.peeked)
         n = len(new_words)
         out.append(
             Update(
@@ -250,7 +247,7 @@ class Session:
                 committed_delta=prefix + " ".join(new_words),
                 committed_len=st.shown_words,
                 tentative=tentative,
-                delays=(delay,) * n,
+                delays=delays,
                 emitted_ms=((now - sent.t0) * 1000,) * n,
                 compute_ms=(st.compute_ms,) * n,
                 final=st.done,
@@ -259,6 +256,19 @@ class Session:
                 src_read=st.words_read,
             )
         )
+
+
+    def _decode_words(self, st: StreamState) -> None:
+        """Detokenize the newly complete committed words, one subword group at a time so that
+        each whitespace word gets its group's delay (a group may decode to 0 or 2 words)."""
+        tok, ids, end = self.engine.tokenizer, st.committed, st.complete_tokens
+        starts = [i for i in range(st.decoded_tokens, end) if i == 0 or tok.is_word_start(ids[i])]
+        delays = st.completed_at[len(st.completed_at) - len(starts) :]  # the span's groups'
+        for s, e, delay in zip(starts, [*starts[1:], end], delays, strict=True):
+            words = tok.decode(ids[s:e]).split()
+            st.words += words
+            st.word_delays += [delay] * len(words)
+        st.decoded_tokens = end
 
 
 def advance(

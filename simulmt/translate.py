@@ -12,7 +12,7 @@ from typing import TextIO
 
 from simulmt.engine import Engine
 from simulmt.policies.base import PolicyError
-from simulmt.search.options import Scoring, SearchOptions
+from simulmt.search.options import Scoring, SearchOptions, WriteUnit
 from simulmt.session import InputError, Session
 from simulmt.updates import Update
 
@@ -30,6 +30,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--lookahead", type=int, default=1, help="speculative commit depth for beam > 1"
     )
     parser.add_argument("--scoring", choices=[s.value for s in Scoring], default=Scoring.GNMT.value)
+    parser.add_argument(
+        "--unit",
+        choices=[u.value for u in WriteUnit],
+        default=WriteUnit.WORD.value,
+        help="what one WRITE writes: a whole word (default) or one subword token",
+    )
     parser.add_argument(
         "--model", type=Path, help="model folder (default: the bundled de→en model)"
     )
@@ -56,7 +62,10 @@ def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(max(1, args.threads))
     try:
         opts = SearchOptions(
-            beam=args.beam, lookahead=args.lookahead, scoring=Scoring(args.scoring)
+            beam=args.beam,
+            lookahead=args.lookahead,
+            scoring=Scoring(args.scoring),
+            unit=WriteUnit(args.unit),
         )
         engine = Engine.load(args.model)
         session = Session(engine, policy=args.policy, options=opts)

@@ -17,6 +17,7 @@ from simulmt.eval.runner import RunConfig, simulate
 from simulmt.data.tokenizer import EOS_ID
 from simulmt.engine import Engine
 from simulmt.model.checkpoint import save_checkpoint
+from simulmt.search.options import WriteUnit
 
 SOURCES = ["Ich habe heute ein Buch gelesen", "Der Hund läuft .", "a b . c d e"]
 REFERENCES = ["I read a book today", "The dog runs .", "x y . z"]
@@ -75,23 +76,34 @@ SERIAL = RunConfig(batch_size=1)
 
 @pytest.mark.parametrize("k", [1, 2, 3])
 def test_wait_k_delays(engine: Engine, k: int) -> None:
-    """A word is shown once complete, i.e. when the next one starts: word t after k+t reads."""
+    """Word t is written and committed after k+t-1 reads (its look-ahead, the next word's
+    start, costs no READ); at the last word the source ends and EOS wins: n-k words."""
     sim = simulate(engine, f"wait-k:k={k}", SOURCES[:1], REFERENCES[:1], config=SERIAL)
     (s,) = sim.stats
     n = s.source_length
     assert s.source == SOURCES[0] and n == 6
-    assert s.delays[: n - k] == tuple(range(k + 1, n + 1))
+    assert s.delays == tuple(range(k, n))
     assert set(s.prediction.split()) == {"the"} and len(s.delays) == len(s.prediction.split())
     assert s.compute_ms is not None and list(s.compute_ms) == sorted(s.compute_ms)
     assert s.displays is None  # not a re-translation policy
     assert sim.wall_s > 0 and sim.compute_ms > 0
 
 
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_token_unit_delays(engine: Engine, k: int) -> None:
+    """`unit=token` (earlier releases): a one-token word is shown when the next token is
+    written, one READ later: word t after k+t reads."""
+    config = RunConfig(batch_size=1, unit=WriteUnit.TOKEN)
+    sim = simulate(engine, f"wait-k:k={k}", SOURCES[:1], REFERENCES[:1], config=config)
+    (s,) = sim.stats
+    assert s.delays == tuple(range(k + 1, s.source_length + 1))
+
+
 def test_generation_stops_at_eos(engine: Engine) -> None:
     """Once the source is complete EOS is the argmax: wait-k writes n-k words, full none.
     (Fails while the search drops EOS-complete hypotheses when it commits the next token.)"""
     sim = simulate(engine, "wait-k:k=2", SOURCES[:1], REFERENCES[:1], config=SERIAL)
-    assert sim.stats[0].delays == (3, 4, 5, 6)
+    assert sim.stats[0].delays == (2, 3, 4, 5)
     sim = simulate(engine, "full", SOURCES[:1], REFERENCES[:1], config=SERIAL)
     assert sim.stats[0].prediction == ""
 
@@ -100,9 +112,8 @@ def test_line_with_two_sentences_counts_line_words(engine: Engine) -> None:
     sim = simulate(engine, "wait-k:k=2", SOURCES[2:], REFERENCES[2:], config=SERIAL)
     (s,) = sim.stats
     assert s.source_length == 6
-    assert s.delays[0] == 3  # first sentence "a b .": its word is shown when it ends
-    assert 6 in s.delays  # the second sentence's words count the line's words
-    assert list(s.delays) == sorted(s.delays)
+    # "a b .": one word after 2 reads; "c d e": one after the line's 5th word
+    assert s.delays == (2, 5)
 
 
 def test_full_sentence_waits_for_everything(engine: Engine) -> None:

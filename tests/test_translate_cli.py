@@ -91,3 +91,16 @@ def test_plain_output_prints_one_line_per_sentence(model_dir: Path) -> None:
     proc = translate(model_dir, "Ich habe heute .\nWo ist der Bahnhof ?\n", "--policy", "full")
     assert proc.returncode == 0, proc.stderr
     assert len(proc.stdout.splitlines()) == 2
+
+
+@pytest.mark.parametrize(("unit", "first_delay"), [("word", 1), ("token", 2)])
+def test_wait_1_first_word_delay(model_dir: Path, unit: str, first_delay: int) -> None:
+    """#14's example: under wait-1 the first word is committed after one source word; with
+    token writes it waits for the next word's first token, one READ (or more) later."""
+    proc = translate(
+        model_dir, "Ich habe heute ein Buch gelesen .\n", "--policy", "wait-k:k=1", "--jsonl",
+        "--unit", unit,
+    )
+    assert proc.returncode == 0, proc.stderr
+    delays = [d for line in proc.stdout.splitlines() for d in json.loads(line)["delays"]]
+    assert delays[0] == first_delay if unit == "word" else delays[0] >= first_delay

@@ -8,11 +8,15 @@ K/V cache and the decoder's cross-attention K/V over it). `BeamState` holds the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
 from simulmt.model.pool import KVPool, KVSlot
 from simulmt.search.offline import BOS_ID
+
+if TYPE_CHECKING:
+    from simulmt.policies.base import ModelSignals
 
 
 @dataclass
@@ -190,10 +194,17 @@ class StreamState:
     peeked: int = 0  # source words a decision looked at (lookahead policies see one more)
     committed: list[int] = field(default_factory=list)  # target tokens that are never retracted
     complete_tokens: int = 0  # leading committed tokens known to form whole words
+    # per whole committed word (subword group): the source words read, or peeked at, when it
+    # was known complete, i.e. when its last token was written (word writes); its delay
+    completed_at: list[int] = field(default_factory=list)
+    word_start: int | None = None  # committed tokens when the WRITE under way began; None: none
+    signals: ModelSignals | None = None  # for the next word's decision, kept from the step that
+    # found the word boundary (None once a READ changed the source or the decision used them)
     shown_words: int = 0  # committed whole words already emitted in updates
     shown_tentative: str = ""
     shown_tail: tuple[int, ...] | None = None  # tentative token ids last shown
     words: list[str] = field(default_factory=list)  # committed whole words, detokenized
+    word_delays: list[int] = field(default_factory=list)  # the delay of each of `words`
     decoded_tokens: int = 0  # committed tokens already detokenized into `words`
     shown_final: bool = False
     history: list[tuple[int, ...]] = field(default_factory=list)  # re-translation hypotheses

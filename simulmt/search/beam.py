@@ -54,7 +54,7 @@ def expand(
         and beam.size == 1
         and step.top is not None
         and step.top != EOS_ID
-        and forbid is None
+        and (forbid is None or not bool(forbid[step.top]))
         and step.attention is None
         and beam.length < max_len
     ):  # greedy, and the best token is not EOS: the general path would keep exactly it

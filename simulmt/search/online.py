@@ -4,12 +4,22 @@
 agrees on, the end of a sentence) and returns the decoder step it needs next, or None when the
 stream must wait for input. `apply` consumes the step's result. A driver (`simulmt.session`)
 batches the steps of many streams into one forward pass between the two.
+
+Word-level writes (`WriteUnit.WORD`, the default): the policy decides once per target word, and
+a WRITE commits subword tokens until the commit rule picks a token that opens a new word. That
+token, the *look-ahead*, proves the word complete: the word is committed at the source position
+where its last token was written (no extra READ). The look-ahead itself is neither committed
+nor shown. If the next decision is WRITE with no READ in between, it is reused as the next
+word's first token (no decoder step; a policy that needs model signals decides on those of the
+step that found it). A READ drops it (`read` truncates the beam to the committed tokens) and the
+next WRITE recomputes it with the new word visible: one more decoder step for every word that
+a READ follows. After a committed word the next token must open a new word, so continuations
+are masked there: a committed word is never extended.
 """
 
 from __future__ import annotations
 
 import functools
-import time
 from dataclasses import dataclass
 
 import torch
@@ -19,7 +29,7 @@ from simulmt.model.state import BeamState, StreamState, reorder, truncate
 from simulmt.policies.base import Action, CommitMode, ModelSignals, Observation, Policy, Signal
 from simulmt.search.beam import best_hypothesis, expand, finished
 from simulmt.search.offline import EOS_ID, max_target_len
-from simulmt.search.options import SearchOptions
+from simulmt.search.options import SearchOptions, WriteUnit
 from simulmt.search.step import StepRequest, StepResult
 
 
@@ -38,6 +48,10 @@ class OnlineSearch:
     tokenizer: Tokenizer
 
     # ---- helpers -------------------------------------------------------------------
+    @property
+    def by_word(self) -> bool:
+        return self.opts.unit is WriteUnit.WORD
+
     def source_finished(self, st: StreamState, src: SourceView) -> bool:
         return src.complete and st.words_read >= src.n_words
 
@@ -46,7 +60,7 @@ class OnlineSearch:
     ) -> Observation:
         return Observation(
             src_read=st.words_read,
-            tgt_written=len(st.committed),
+            tgt_written=len(st.completed_at) if self.by_word else len(st.committed),
             source_finished=self.source_finished(st, src),
             src_available=src.n_words - st.words_read,
             signals=signals,
@@ -59,20 +73,40 @@ class OnlineSearch:
 
     def read(self, st: StreamState) -> None:
         st.words_read += 1
-        truncate(st.beam, len(st.committed))  # speculative tokens saw less source: redo them
+        st.signals = None
+        # speculative tokens and the look-ahead saw less source: redo them
+        truncate(st.beam, len(st.committed))
 
     def commit(self, st: StreamState, tokens: list[int], *, agreed: bool = False) -> None:
         """Commit `tokens`. `agreed`: every active hypothesis already continues with them, so
         only completed hypotheses need pruning."""
         for tok in tokens:
             if self.tokenizer.is_word_start(tok) and st.committed:
-                st.complete_tokens = len(st.committed)
+                self._complete(st, len(st.committed))
             st.committed.append(tok)
         if agreed:
             if st.beam.complete:
                 _prune_to_prefix(st.beam, st.committed, active=False)
             return
         _prune_to_prefix(st.beam, st.committed)
+
+    def _complete(self, st: StreamState, n: int) -> None:
+        """The first `n` committed tokens are known to form whole words: the new ones get
+        their delay, the source position now."""
+        is_start, ids = self.tokenizer.is_word_start, st.committed
+        words = sum(1 for i in range(st.complete_tokens, n) if i == 0 or is_start(ids[i]))
+        st.completed_at += [max(st.words_read, st.peeked)] * words
+        st.complete_tokens = n
+
+    def tentative_tail(self, st: StreamState) -> list[int]:
+        """The best hypothesis' tokens beyond the committed ones that may be shown: with word
+        writes, only its whole words (the look-ahead and any word not known to be complete
+        are not shown)."""
+        tail = st.beam.best()[len(st.committed) :]
+        if not self.by_word or self.policy.mode is CommitMode.RETRANSLATION or st.beam.size == 0:
+            return tail
+        starts = [i for i, tok in enumerate(tail) if self.tokenizer.is_word_start(tok)]
+        return tail[: starts[-1]] if starts else []
 
     # ---- planning ------------------------------------------------------------------
     def plan(self, st: StreamState, src: SourceView, now: float) -> StepRequest | None:
@@ -83,26 +117,29 @@ class OnlineSearch:
                 return self._plan_finish(st, now)
             if st.stalled:
                 return None
-            if st.words_read == 0:  # nothing to attend to yet: the first word must be read
-                if src.n_words == 0:
-                    return None
-                self.read(st)
-                continue
-            if st.beam.length >= self.max_len(st):  # as long as the source allows: wait
+            # nothing to attend to yet, or the hypothesis is as long as the source allows: read
+            if st.words_read == 0 or st.beam.length >= self.max_len(st):
+                if st.word_start is not None:
+                    self._stop_write(st)
                 if st.words_read >= src.n_words:
                     return None
                 self.read(st)
                 continue
-            if self.policy.needs:
-                return self._request(st, src, signals=True)
-            if self.policy.decide(self.observe(st, src)) is Action.READ:
-                if st.words_read >= src.n_words:
-                    return None
-                self.read(st)
+            if st.word_start is None:  # between two WRITEs: the policy decides
+                signals = None
+                if self.policy.needs:
+                    signals = self._kept_signals(st, src)
+                    if signals is None:
+                        return self._request(st, src, signals=True)
+                if self.policy.decide(self.observe(st, src, signals)) is Action.READ:
+                    if st.words_read >= src.n_words:
+                        return None
+                    self.read(st)
+                    continue
+                self._begin_write(st, signals)
+            if self._write(st):
                 continue
-            if self._try_commit(st):
-                continue
-            return self._request(st, src)
+            return self._request(st, src, signals=self.by_word and bool(self.policy.needs))
         return None
 
     def _request(self, st: StreamState, src: SourceView, *, signals: bool = False) -> StepRequest:
@@ -112,6 +149,28 @@ class OnlineSearch:
             look = st.source.visible(st.words_read + 1)
         return StepRequest(st.source, st.beam, visible, self.opts.needs_attention, look)
 
+    def _kept_signals(self, st: StreamState, src: SourceView) -> ModelSignals | None:
+        """The signals kept from the step that found the last word boundary, if a decision
+        step would compute the same now; otherwise None, and the beam is cut back to the
+        committed tokens so that the decision step computes them (and the look-ahead)."""
+        sig = st.signals
+        if sig is not None and (
+            Signal.LOOKAHEAD not in self.policy.needs
+            or sig.lookahead_log_probs is not None
+            or st.words_read >= src.n_words
+        ):
+            return sig
+        st.signals = None
+        if self.by_word:
+            truncate(st.beam, len(st.committed))
+        return None
+
+    def _begin_write(self, st: StreamState, signals: ModelSignals | None) -> None:
+        st.word_start = len(st.committed)
+        st.signals = None
+        if signals is not None and signals.lookahead_log_probs is not None:
+            st.peeked = max(st.peeked, st.words_read + 1)  # the decision saw the next word
+
     def _plan_finish(self, st: StreamState, now: float) -> StepRequest | None:
         if st.finish_started is None:
             st.finish_started = now
@@ -120,27 +179,82 @@ class OnlineSearch:
         if over or finished(st.beam, self.opts, len(st.source.ids)):
             hyp = best_hypothesis(st.beam, self.opts, len(st.source.ids))
             self.commit(st, list(hyp.tokens[len(st.committed) :]))
-            st.complete_tokens = len(st.committed)
+            self._complete(st, len(st.committed))
             st.done = True
             return None
         return self._request(st, SourceView(st.words_read, True))
 
-    def _try_commit(self, st: StreamState) -> bool:
-        """Speculative commit: the next token once every hypothesis agrees on it or the beam is
-        `lookahead` tokens ahead of what is committed."""
+    # ---- the commit rule -------------------------------------------------------------
+    def _pick(self, st: StreamState) -> tuple[int, bool] | None:
+        """The next token the commit rule allows, and whether every hypothesis agrees on it:
+        once every hypothesis agrees on it or the beam is `lookahead` tokens ahead of what is
+        committed (speculative commit)."""
         beam, c = st.beam, len(st.committed)
         depth = beam.length - c
         if depth < 1 or beam.size == 0:
-            return False
+            return None
         if beam.size == 1:
-            self.commit(st, [int(beam.tokens[0, c + 1])], agreed=True)
-            return True
+            return int(beam.tokens[0, c + 1]), True
         column = beam.tokens[:, c + 1]  # (Bm,)
         agree = bool((column == column[0]).all())
         if agree or depth >= self.opts.lookahead:
-            self.commit(st, [int(column[0])], agreed=agree)
-            return True
-        return False
+            return int(column[0]), agree
+        return None
+
+    def _try_commit(self, st: StreamState) -> bool:
+        pick = self._pick(st)
+        if pick is not None:
+            self.commit(st, [pick[0]], agreed=pick[1])
+        return pick is not None
+
+    def _write(self, st: StreamState) -> bool:
+        """Go on with the WRITE under way by the token the commit rule allows; False if it
+        allows none yet. The WRITE ends after one token (`WriteUnit.TOKEN`) or, with word
+        writes, at a token that opens a new word: the look-ahead, left uncommitted."""
+        pick = self._pick(st)
+        if pick is None:
+            return False
+        token, agreed = pick
+        start = st.word_start
+        if self.by_word and start is not None and len(st.committed) > start:
+            if self.tokenizer.is_word_start(token):
+                self._end_word(st)
+                return True
+        self.commit(st, [token], agreed=agreed)
+        if not self.by_word:
+            st.word_start = None
+        return True
+
+    def _stop_write(self, st: StreamState) -> None:
+        """The hypothesis reached the length the source received allows: the WRITE under way
+        ends at what is committed (a started word is complete there: it cannot grow before
+        more source comes, and then it may not be extended)."""
+        truncate(st.beam, len(st.committed))
+        start = st.word_start
+        st.word_start = None
+        if self.by_word and start is not None and len(st.committed) > start:
+            self._end_word(st)
+
+    def _end_word(self, st: StreamState) -> None:
+        """The written word is complete: commit it as whole, and keep only the hypotheses that
+        open a new word after it."""
+        c = len(st.committed)
+        self._complete(st, c)
+        st.word_start = None
+        beam = st.beam
+        if beam.size > 1 and beam.length > c:
+            column = beam.tokens[:, c + 1].tolist()  # (Bm,)
+            keep = [h for h, tok in enumerate(column) if self.tokenizer.is_word_start(tok)]
+            if len(keep) < beam.size:
+                reorder(beam, torch.tensor(keep, dtype=torch.long))
+
+    def _forbid(self, st: StreamState) -> torch.Tensor | None:
+        """(V,) the tokens that may not come next: continuations right after a committed
+        whole word (word writes), else none."""
+        c = len(st.committed)
+        if self.by_word and c and st.beam.length == c == st.complete_tokens:
+            return self._continuations_mask
+        return None
 
     # ---- applying a step -------------------------------------------------------------
     def apply(self, st: StreamState, src: SourceView, req: StepRequest, res: StepResult) -> None:
@@ -148,22 +262,30 @@ class OnlineSearch:
             self._apply_retranslation(st, src, res)
             return
         fin = self.source_finished(st, src)
-        if self.policy.needs and not fin:
-            obs = self.observe(st, src, _signals(self.policy, res))
-            if self.policy.decide(obs) is Action.READ:
+        if st.word_start is None and self.policy.needs and not fin:  # a decision step
+            signals = _signals(self.policy, res)
+            if self.policy.decide(self.observe(st, src, signals)) is Action.READ:
                 if st.words_read < src.n_words:
                     self.read(st)
                 else:
                     st.stalled = True
                 return
-            if req.lookahead:
-                st.peeked = max(st.peeked, st.words_read + 1)  # the decision saw the next word
+            self._begin_write(st, signals)
         n = len(st.source.ids)
-        expand(st.beam, res, self.opts, allow_eos=fin, max_len=self.max_len(st), src_len=n)
-        if fin and finished(st.beam, self.opts, n):
-            return  # `plan` takes the best complete hypothesis
-        if not fin or self.opts.beam == 1:  # full-sentence beams search freely until the end
-            self._try_commit(st)
+        forbid = self._forbid(st)
+        expand(
+            st.beam, res, self.opts, allow_eos=fin, max_len=self.max_len(st), src_len=n,
+            forbid=forbid,
+        )
+        if fin:
+            if finished(st.beam, self.opts, n):
+                return  # `plan` takes the best complete hypothesis
+            if self.opts.beam == 1:  # full-sentence beams search freely until the end
+                self._try_commit(st)
+            return
+        self._write(st)
+        if self.by_word and st.word_start is None and self.policy.needs:
+            st.signals = _signals(self.policy, res)  # the next decision's, if no READ comes
 
     # ---- re-translation (LocalAgreement) -----------------------------------------------
     @functools.cached_property
@@ -208,7 +330,7 @@ class OnlineSearch:
         st.beam = BeamState.start(list(hyp))  # the tentative display: the latest hypothesis
         if self.source_finished(st, src):
             self.commit(st, list(hyp[len(st.committed) :]))
-            st.complete_tokens = len(st.committed)
+            self._complete(st, len(st.committed))
             st.done = True
             return
         n_agree = int(getattr(self.policy, "n", 2))
@@ -219,7 +341,7 @@ class OnlineSearch:
         )
         if agreed > len(st.committed):
             self.commit(st, list(hyp[len(st.committed) : agreed]))
-            st.complete_tokens = len(st.committed)
+            self._complete(st, len(st.committed))
 
 
 def _signals(policy: Policy, res: StepResult) -> ModelSignals:
@@ -253,6 +375,3 @@ def _agreed_words(hyps: list[tuple[int, ...]], tok: Tokenizer) -> int:
         lcp -= 1
     return max(lcp - 1, 0) if lcp > 0 else 0
 
-
-def now_s() -> float:
-    return time.monotonic()

@@ -14,6 +14,13 @@ class Scoring(enum.Enum):
     GNMT = "gnmt"  # log-probability / ((5 + |y|)^alpha / 6^alpha) (Wu et al. 2016)
 
 
+class WriteUnit(enum.Enum):
+    """What one WRITE of a policy produces (and what `Observation.tgt_written` counts)."""
+
+    WORD = "word"  # one whole target word: its subword tokens up to the next word start
+    TOKEN = "token"  # one subword token (the research mode of earlier releases)
+
+
 class Stopping(enum.Enum):
     N_COMPLETE = "n-complete"  # stop once n hypotheses are complete
     EARLY = "early"  # stop once the best complete beats every active one by `margin`
@@ -35,6 +42,7 @@ class SearchOptions:
     margin: float = 0.0  # for EARLY
     time_budget_ms: float = 0.0  # per sentence, after its source is complete; 0 = none
     lookahead: int = 1  # speculative commit: commit once the beam agrees or is this deep
+    unit: WriteUnit = WriteUnit.WORD  # latency is felt in words: a WRITE writes a whole word
     max_len_ratio: float = 2.0  # a hypothesis is cut at ratio * |x| + extra tokens
     max_len_extra: int = 10
 
