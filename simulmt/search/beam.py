@@ -55,7 +55,7 @@ def expand(
         and step.top is not None
         and step.top != EOS_ID
         and (forbid is None or not bool(forbid[step.top]))
-        and step.attention is None
+        and not opts.needs_attention
         and beam.length < max_len
     ):  # greedy, and the best token is not EOS: the general path would keep exactly it
         _advance_one(beam, step.top, step.top_log_prob, step)
@@ -85,7 +85,7 @@ def expand(
         else:
             parents.append(parent)
             tokens.append(tok)
-    _advance(beam, parents, tokens, lp, step)
+    _advance(beam, parents, tokens, lp, step, coverage=opts.needs_attention)
 
 
 @functools.lru_cache(maxsize=8)
@@ -109,8 +109,16 @@ def _complete(
 
 
 def _advance(
-    beam: BeamState, parents: list[int], tokens: list[int], lp: torch.Tensor, step: StepResult
+    beam: BeamState,
+    parents: list[int],
+    tokens: list[int],
+    lp: torch.Tensor,
+    step: StepResult,
+    *,
+    coverage: bool,
 ) -> None:
+    """Keep the candidates (parent, token); `coverage`: also track each hypothesis'
+    cross-attention for the coverage penalty (a policy may ask for attention without it)."""
     if beam.home is not None and parents != [0]:
         beam.unhome()  # more (or no) hypotheses: the cache becomes the beam's own tensor
     if not parents:  # every surviving candidate ended: no active hypotheses remain
@@ -138,7 +146,7 @@ def _advance(
         beam.self_kv = kv.index_select(1, idx)  # (2L, Bm', H, T, dh)
     beam.tokens = torch.cat([old_tokens, new_tok], dim=1)  # (Bm', T+1)
     beam.token_lp = torch.cat([old_lp, chosen], dim=1)  # (Bm', T)
-    if step.attention is not None:
+    if coverage and step.attention is not None:
         row = step.attention.unsqueeze(1)  # (Bm, 1, S)
         if beam.attn is not None:
             old = beam.attn
