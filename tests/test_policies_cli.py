@@ -68,7 +68,7 @@ def test_policies_unknown_name(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["policies", "wait-q"]) == 2
     err = capsys.readouterr().err
     assert "unknown policy 'wait-q'" in err
-    assert "available policies: confidence, full" in err
+    assert "available policies: alignatt, confidence, full" in err
 
 
 def test_example_plugin_loads_by_spec(example_installed: None) -> None:
