@@ -5,10 +5,10 @@
 
 The network (`simulmt.policies.learned_net`) reads the decoder state of the best hypothesis,
 the next-token entropy and top probability, the words read, the target units written (words
-with word writes; the oracle still walks tokens, so its policies were trained on token counts)
-and whether the source is finished, and gives P(WRITE). The policy WRITEs when
-P(WRITE) >= threshold, so one network spans the latency range: a low threshold writes early,
-a high one waits.
+with word writes, tokens with `--unit token`: train the policy with the same `--unit`, as its
+oracle walks that unit) and whether the source is finished, and gives P(WRITE). The policy
+WRITEs when P(WRITE) >= threshold, so one network spans the latency range: a low threshold
+writes early, a high one waits.
 Like the other adaptive policies it WRITEs once the source is finished and READs before
 `k_min` words; `k_max` > 0 bounds the lag: it WRITEs whenever wait-k_max would
 (src_read >= k_max + tgt_written); `lag_min` bounds it from below: it READs whenever

@@ -41,9 +41,10 @@ from simulmt.policies.oracle import (
 from tqdm import tqdm
 
 from simulmt.data.tokenizer import TokenizerError
+from simulmt.search.options import WriteUnit
 
 log = logging.getLogger(__name__)
-CACHE_FORMAT = "simulmt-oracle-v1"
+CACHE_FORMAT = "simulmt-oracle-v2"  # v2: word-level decision points
 CHUNK_PAIRS = 500  # oracle pairs between cache saves (what an interruption can lose)
 
 
@@ -61,6 +62,7 @@ class JobConfig:
     r: int
     rule: str
     seed: int
+    unit: str = WriteUnit.WORD.value  # the decision points: per target word (or token)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,6 +85,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="oracle rule: top-r (Zheng et al. 2019) or gain (READ only where "
                              f"the whole source would bring the token into the top r; default "
                              f"{OracleConfig.rule.value})")
+    parser.add_argument("--unit", choices=[u.value for u in WriteUnit],
+                        default=WriteUnit.WORD.value,
+                        help="decision points of the oracle: per target word, as the search "
+                             "decides (default), or per token (for --unit token evaluation)")
     parser.add_argument("--epochs", type=int, default=FitConfig.epochs,
                         help=f"passes over the oracle states (default {FitConfig.epochs})")
     parser.add_argument("--batch-size", type=int, default=FitConfig.batch_size,
@@ -123,7 +129,8 @@ def _run(args: argparse.Namespace) -> int:
     job = JobConfig(model=fingerprint(engine.model), data=str(args.data.resolve()),
                     src=args.src or engine.info.src, tgt=args.tgt or engine.info.tgt,
                     pairs=args.pairs, dev_pairs=args.dev_pairs, max_len=args.max_len,
-                    r=oracle_cfg.r, rule=oracle_cfg.rule.value, seed=args.seed)
+                    r=oracle_cfg.r, rule=oracle_cfg.rule.value, seed=args.seed,
+                    unit=args.unit)
     resume = _resume_data(args, job)  # checked before the (long) oracle generation
     start = time.perf_counter()
     train, dev = oracle_data(engine, job, oracle_cfg, cache_path(args.out),
@@ -210,7 +217,8 @@ def sample_pairs(engine: Any, job: JobConfig, split: str, n: int) -> list[Oracle
     for k in order:
         if len(out) >= n:
             break
-        out += make_pairs(engine.tokenizer, [texts[k]], max_len=job.max_len)
+        out += make_pairs(engine.tokenizer, [texts[k]], max_len=job.max_len,
+                          unit=WriteUnit(job.unit))
     if len(out) < n:
         log.warning("%s split: only %d usable pairs (asked for %d)", split, len(out), n)
     return out

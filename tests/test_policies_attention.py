@@ -10,11 +10,11 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from simulmt.engine import Engine
 from simulmt.policies.attention import AlignAtt
 from simulmt.policies.base import Action, ModelSignals, Observation, PolicyError, Signal
 from simulmt.policies.registry import describe, load_policy
+
+from simulmt.engine import Engine
 from simulmt.search.options import SearchOptions, WriteUnit
 from simulmt.search.signals import word_attention
 from simulmt.session import Session
