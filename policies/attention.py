@@ -49,6 +49,9 @@ class AlignAtt(BasePolicy):
 
     name: ClassVar[str] = "alignatt"
     needs: ClassVar[frozenset[Signal]] = frozenset({Signal.ATTENTION})
+    paper: ClassVar[str] = ("Papi, Turchi & Negri 2023, AlignAtt: Using Attention-based Audio-"
+                            "Translation Alignments as a Guide for Simultaneous Speech "
+                            "Translation, Interspeech (arXiv:2305.11408)")
 
     # 2: a frame count of the paper's best speech settings scaled to words; sweep it
     f: int = field(default=2, metadata={

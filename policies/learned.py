@@ -77,6 +77,9 @@ class LearnedPolicy(BasePolicy):
 
     name: ClassVar[str] = "learned"
     needs: ClassVar[frozenset[Signal]] = frozenset({Signal.DISTRIBUTION, Signal.DECODER_STATE})
+    paper: ClassVar[str] = ("Zheng, Zheng, Ma & Huang 2019, Simpler and Faster Learning of "
+                            "Adaptive Policies for Simultaneous Translation, EMNLP "
+                            "(arXiv:1909.01559); word-level oracle and GAIN rule are ours")
 
     # 0.5: the net is trained class-balanced, so 0.5 is its unbiased boundary; sweep it
     threshold: float = field(default=0.5, metadata={
