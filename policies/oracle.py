@@ -26,6 +26,13 @@ earlier keep the visibility of their own WRITE (their cached keys/values), the r
 So the features recorded at each visited state — the decoder state and next-token
 distribution — are exactly those an incremental decode of the reference along that path
 gives the policy at inference (`simulmt.search.online`).
+
+DAgger-style rollouts (Ross et al. 2011): with a `driver` (a trained policy's decision on the
+features), the walk follows the driver instead of the oracle, and every state it visits is
+labelled with the oracle's decision there. A policy trained only on oracle paths never sees
+the states its own mistakes lead to (having read too little or too much); these rows teach
+it what to do there. The path is then the driver's: a row's label no longer says where the
+walk went next.
 """
 
 from __future__ import annotations
@@ -162,10 +169,14 @@ def decode_with_states(model: SimulTransformer, tgt_in: torch.Tensor, cross: lis
     return logits, captured[-1]
 
 
+Driver = Callable[[torch.Tensor], torch.Tensor]  # features (N, F) -> WRITE? (N,) bool
+
+
 @torch.no_grad()
 def oracle_batch(model: SimulTransformer, pairs: Sequence[OraclePair],
-                 cfg: OracleConfig) -> OracleData:
-    """Oracle paths and the features of their states for a batch of pairs (pair = index)."""
+                 cfg: OracleConfig, driver: Driver | None = None) -> OracleData:
+    """Oracle paths and the features of their states for a batch of pairs (pair = index);
+    with a driver, the driver's paths with the oracle's labels (see the module doc)."""
     memory, _ = model.encode(pad_batch([p.src for p in pairs]))  # (B, S, D), causal: pad is inert
     cross = model.cross_kv(memory)  # per layer (B, H, S, dh)
     tgt_in = pad_batch([(BOS_ID, *p.tgt) for p in pairs])  # (B, T)
@@ -191,9 +202,15 @@ def oracle_batch(model: SimulTransformer, pairs: Sequence[OraclePair],
         ok = (within_top(logits, gold[idx], cfg.r) | always[idx]).tolist()
         rows: list[tuple[int, int, int, int, int]] = []  # (batch row, pair, i, token, write)
         for a, k in enumerate(active):
-            b = bounds[k]
-            end = walk_column(unit_ok(ok[a], b), pos[k], len(b) - 1)
-            rows += [(a, k, i, b[i], int(i < end)) for i in range(pos[k], end + 1)]
+            b, n = bounds[k], len(bounds[k]) - 1
+            units = unit_ok(ok[a], b)
+            if driver is None:
+                end = walk_column(units, pos[k], n)
+            else:  # the driver decides at every state the column could reach
+                cand = [(a, k, i, b[i], 0) for i in range(pos[k], n)]
+                writes = driver(_record(cand, j, logits, states).features).tolist() if cand else []
+                end = pos[k] + walk_column(writes, 0, n - pos[k])
+            rows += [(a, k, i, b[i], int(i < n and units[i])) for i in range(pos[k], end + 1)]
             written_vis[k, b[pos[k]]:b[end]] = e[a]
             pos[k] = end
         parts.append(_record(rows, j, logits, states))
@@ -202,7 +219,8 @@ def oracle_batch(model: SimulTransformer, pairs: Sequence[OraclePair],
 
 def _record(rows: list[tuple[int, int, int, int, int]], j: int, logits: torch.Tensor,
             states: torch.Tensor) -> OracleData:
-    """The states of `rows`: unit i written, decided on the signals of its next token."""
+    """The states of `rows` (batch row, pair, units written i, token index of unit i+1,
+    label) on x<=j: decided on the signals of the next unit's first token."""
     a, k, i, tok, w = (torch.tensor(col) for col in zip(*rows, strict=True))  # each (R,)
     log_probs = torch.log_softmax(logits[a, tok].float(), dim=-1)  # (R, V)
     read = torch.full_like(i, j)
@@ -226,12 +244,14 @@ def batches(pairs: Sequence[OraclePair], max_positions: int) -> list[list[int]]:
 
 
 def generate_oracle(model: SimulTransformer, pairs: Sequence[OraclePair], cfg: OracleConfig,
-                    *, progress: Callable[[int], None] | None = None) -> OracleData:
+                    *, progress: Callable[[int], None] | None = None,
+                    driver: Driver | None = None) -> OracleData:
     """Oracle data of all pairs (pair = index into `pairs`), rows ordered by pair and then along
-    its path; `progress(n)` after each batch of pairs."""
+    its path; `progress(n)` after each batch of pairs. `driver`: walk a policy's paths
+    (DAgger), labelled by the oracle."""
     parts = []
     for group in batches(pairs, cfg.max_positions):
-        data = oracle_batch(model, [pairs[k] for k in group], cfg)
+        data = oracle_batch(model, [pairs[k] for k in group], cfg, driver)
         remap = torch.tensor(group)  # (G,) batch position -> index into pairs
         parts.append(OracleData(data.features, data.labels, remap[data.pair], data.src_read,
                                 data.tgt_written))

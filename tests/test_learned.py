@@ -238,8 +238,52 @@ def test_word_labels_need_every_token_of_the_word(rule: OracleRule, r: int) -> N
     """Recomputed independently along each oracle path: a state WRITEs iff every token of the
     next reference word, decoded incrementally on x<=j as a word write would, ranks < r (or,
     with GAIN, would not with the whole source either); the last state of a column READs."""
+    data = oracle(rule, r)
+    for k in range(len(pairs())):
+        moves = [i2 > i for (_, i, _), (_, i2, _) in zip(data.path(k), data.path(k)[1:],
+                                                          strict=False)]
+        assert moves == [w for _, _, w in data.path(k)[:-1]]  # oracle paths follow the labels
+    assert check_labels(data, rule, r) > 0  # a first-token-only rule would be wrong there
+
+
+def confident(features: torch.Tensor) -> torch.Tensor:
+    """A driver unlike the oracle: WRITE iff the next token's top probability >= 0.2."""
+    return features[:, engine().model.cfg.d_model + 1] >= 0.2
+
+
+@pytest.mark.parametrize(("rule", "r"), [(OracleRule.TOP_R, 1), (OracleRule.GAIN, 2)])
+def test_dagger_rollouts_follow_the_driver_with_oracle_labels(rule: OracleRule, r: int) -> None:
+    """With a driver the walk goes where the driver says (checked on the recorded features)
+    and every visited state still carries the oracle's label, recomputed independently."""
     model = engine().model
-    data, mixed = oracle(rule, r), 0
+    data = generate_oracle(model, pairs(), OracleConfig(r=r, rule=rule, max_positions=96),
+                           driver=confident)
+    off_path = 0
+    for k, pair in enumerate(pairs()):
+        path = data.path(k)
+        rows = (data.pair == k).nonzero().flatten()
+        wants = confident(data.features[rows]).tolist()
+        words = len(pair.bounds) - 1
+        for (j, i, label), (j2, i2, _), want in zip(path, path[1:], wants, strict=False):
+            assert (j2, i2) == ((j, i + 1) if want and i < words else (j + 1, i))
+            off_path += label != (want and i < words)
+        assert path[0][:2] == (1, 0) and path[-1][0] == len(pair.ends) - 1
+    assert off_path > 0  # the driver disagrees with the oracle somewhere: new states
+    check_labels(data, rule, r)
+    # a driver that never writes visits (j, 0) only: the oracle's first-word labels per j
+    never = generate_oracle(model, pairs(), OracleConfig(r=r, rule=rule),
+                            driver=lambda f: torch.zeros(len(f), dtype=torch.bool))
+    for k, pair in enumerate(pairs()):
+        assert [(j, i) for j, i, _ in never.path(k)] == [(j, 0) for j in range(1, len(pair.ends))]
+    check_labels(never, rule, r)
+
+
+def check_labels(data: OracleData, rule: OracleRule, r: int) -> int:
+    """Assert every row's label is the word-level oracle rule, recomputed by incremental
+    decoding along the recorded path (a move to i+1 is a word write on x<=j). Returns how
+    many states had a passing first token but a failing later one."""
+    model = engine().model
+    mixed = 0
     for k, pair in enumerate(pairs()):
         bounds, tokens = pair.bounds, [BOS_ID, *pair.tgt]
         memory, _ = model.encode(torch.tensor([pair.src]))  # (1, S, D)
@@ -249,7 +293,8 @@ def test_word_labels_need_every_token_of_the_word(rule: OracleRule, r: int) -> N
                                 torch.full((1, len(tokens)), len(pair.src)))[0]  # (T, V)
         gold = [*pair.tgt, EOS_ID]
         past: torch.Tensor | None = None
-        for j, i, write in data.path(k):
+        path = data.path(k)
+        for n, (j, i, write) in enumerate(path):
             if i == len(bounds) - 1:  # next is EOS: never written before the source ends
                 assert not write
                 continue
@@ -263,10 +308,10 @@ def test_word_labels_need_every_token_of_the_word(rule: OracleRule, r: int) -> N
                 word_past = out.self_kv if word_past is None else torch.cat(
                     [word_past, out.self_kv], 3)
             assert write == all(passes)
-            mixed += passes[0] and not all(passes)  # first token fine, a later one not
-            if write:
+            mixed += passes[0] and not all(passes)
+            if n + 1 < len(path) and path[n + 1][1] == i + 1:  # the walk wrote word i+1
                 past = word_past
-    assert mixed > 0  # the case a first-token-only rule would get wrong does occur
+    return mixed
 
 
 def _step(model: SimulTransformer, tokens: list[int], t: int, past: torch.Tensor | None,
