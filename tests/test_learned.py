@@ -354,7 +354,7 @@ def test_spec_round_trip(policy_file: Path) -> None:
     assert policy.spec() == spec
     assert load_policy(policy.spec()) == policy
     assert load_policy(f"learned:path={policy_file}").spec() == (
-        f"learned:threshold=0.5,k_min=1,k_max=0,lag_min=0,path={policy_file}")
+        f"learned:threshold=0.5,k_min=1,k_max=0,lag_min=1,path={policy_file}")
 
 
 def test_missing_checkpoints_say_how_to_train_one(tmp_path: Path,
@@ -427,6 +427,8 @@ def test_decide_rules_and_threshold(policy_file: Path) -> None:
     assert eager.decide(Observation(4, 3, False, 6, sig)) is W  # lag 1: the network writes
     assert eager.decide(Observation(3, 3, False, 6, sig)) is R  # lag 0 < lag_min: never ahead
     assert LearnedPolicy(threshold=1e-6, path=str(policy_file)).decide(
+        Observation(3, 3, False, 6, sig)) is R  # lag_min=1 by default
+    assert LearnedPolicy(threshold=1e-6, lag_min=0, path=str(policy_file)).decide(
         Observation(3, 3, False, 6, sig)) is W  # without the bound it would have written
     with pytest.raises(PolicyError, match="needs Signal.DISTRIBUTION and Signal.DECODER_STATE"):
         policy.decide(Observation(3, 1, False, 3, None))

@@ -55,7 +55,7 @@ def test_train_policy_end_to_end(folders: tuple[Path, Path], tmp_path: Path,
     data = torch.load(out, map_location="cpu", weights_only=True)  # plain tensors/primitives
     assert data["meta"]["model"] == "tiny" and len(data["meta"]["history"]) == 3
     policy = load_policy(f"learned:threshold=0.4,path={out}")
-    assert policy.spec() == f"learned:threshold=0.4,k_min=1,k_max=0,lag_min=0,path={out}"
+    assert policy.spec() == f"learned:threshold=0.4,k_min=1,k_max=0,lag_min=1,path={out}"
 
     # resume: three more epochs continue the same run (same oracle settings)
     assert main(command(folders, out, "--epochs", "6", "--resume")) == 0
