@@ -90,7 +90,7 @@ class LearnedPolicy(BasePolicy):
         "help": "maximum lag: WRITE whenever src_read >= k_max + tgt_written (0: no bound)"})
     # 1: never ahead of wait-1 (word i needs i source words), as alignatt. On dev (README,
     # "Adaptive policies at word level") it raised ΔBLEU against wait-k at matched AL by 0.7
-    # to 1.9 at every threshold tried: alone the network sometimes writes on (hallucinates)
+    # to 1.6 at every threshold tried: alone the network sometimes writes on (hallucinates)
     # well ahead of the source
     lag_min: int = field(default=1, metadata={
         "help": "minimum lag: READ whenever src_read < lag_min + tgt_written, i.e. never run "
