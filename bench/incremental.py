@@ -24,8 +24,8 @@ from simulmt.model.layers import stack_kv
 from simulmt.model.pool import KVPool, PoolShape
 from simulmt.model.state import BeamState, SourceState
 from simulmt.model.transformer import SimulTransformer
-from simulmt.search.offline import BOS_ID, EOS_ID, NEVER
 from simulmt.search.step import StepRequest, run_step
+from simulmt.vocab import BOS_ID, EOS_ID, NEVER
 
 K = 3
 

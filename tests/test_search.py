@@ -10,10 +10,10 @@ import torch
 from simulmt.engine import Engine
 from simulmt.model.state import BeamState, Hypothesis
 from simulmt.search.beam import expand, finished, score
-from simulmt.search.offline import EOS_ID
 from simulmt.search.options import Scoring, SearchOptions, Stopping
 from simulmt.search.step import StepResult
 from simulmt.session import Session
+from simulmt.vocab import EOS_ID
 
 V = 10
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from simulmt.model.pool import KVPool, KVSlot
-from simulmt.search.offline import BOS_ID
+from simulmt.vocab import BOS_ID
 
 if TYPE_CHECKING:
     from simulmt.policies.base import ModelSignals

@@ -15,8 +15,7 @@ from torch import nn
 
 from simulmt.model.config import ModelConfig
 from simulmt.model.layers import KV, DecoderLayer, EncoderLayer, stack_kv
-
-PAD_ID = 0
+from simulmt.vocab import PAD_ID
 
 
 def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:

@@ -8,9 +8,9 @@ import math
 import torch
 
 from simulmt.model.state import BeamState, Hypothesis
-from simulmt.search.offline import EOS_ID, NEVER
 from simulmt.search.options import Scoring, SearchOptions, Stopping
 from simulmt.search.step import StepResult
+from simulmt.vocab import EOS_ID, NEVER
 
 
 def score(

@@ -28,9 +28,10 @@ from simulmt.data.tokenizer import Tokenizer
 from simulmt.model.state import BeamState, StreamState, reorder, truncate
 from simulmt.policies.base import Action, CommitMode, ModelSignals, Observation, Policy, Signal
 from simulmt.search.beam import best_hypothesis, expand, finished
-from simulmt.search.offline import EOS_ID, max_target_len
+from simulmt.search.offline import max_target_len
 from simulmt.search.options import SearchOptions, WriteUnit
 from simulmt.search.step import StepRequest, StepResult
+from simulmt.vocab import EOS_ID
 
 
 @dataclass(frozen=True)

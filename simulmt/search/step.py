@@ -17,7 +17,7 @@ from simulmt.model.layers import KV, pack_kv, stack_kv, unstack_kv
 from simulmt.model.pool import KVPool
 from simulmt.model.state import BeamState, SourceState
 from simulmt.model.transformer import SimulTransformer, prefill_kv
-from simulmt.search.offline import BOS_ID, NEVER
+from simulmt.vocab import BOS_ID, NEVER
 
 _FILLER_TOKEN = torch.tensor([BOS_ID])  # (1,) what a filler row feeds (its output is dropped)
 
