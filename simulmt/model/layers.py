@@ -181,17 +181,15 @@ class DecoderLayer(nn.Module):
         cross_mask: torch.Tensor,
         *,
         return_weights: bool = False,
-        room: bool = False,
         write_at: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, KV, torch.Tensor | None]:
-        """x: (N, T, D); past: (N, H, P, dh) (with `room`: (N, H, P+T, dh), last T slots free;
-        with `write_at` (N,): T = 1 and row n's new slot is past[n, :, write_at[n]]);
-        self_mask: (N, 1, T, P+T) (with `write_at`: (N, 1, 1, P));
+        """x: (N, T, D); past: (N, H, P, dh) (with `write_at` (N,): T = 1 and row n's new slot
+        is past[n, :, write_at[n]]); self_mask: (N, 1, T, P+T) (with `write_at`: (N, 1, 1, P));
         cross: (N, H, S, dh) each; cross_mask: (N, 1, T, S).
         Returns new x, the new positions' self K/V (N, H, T, dh) each, weights."""
         h = _ln(self.ln_self, x)
         k, v = self.self_attn.project_kv(h)  # (N, H, T, dh)
-        keys, values = _attach(past, k, v, room, write_at)  # (N, H, P+T, dh)
+        keys, values = _attach(past, k, v, False, write_at)  # (N, H, P+T, dh)
         a, _ = self.self_attn(h, keys, values, self_mask)
         x = x + _drop(self.drop, a)
         c, weights = self.cross_attn(

@@ -26,7 +26,16 @@ import torch
 
 from simulmt.data.tokenizer import Tokenizer
 from simulmt.model.state import BeamState, StreamState, reorder, truncate
-from simulmt.policies.base import Action, CommitMode, ModelSignals, Observation, Policy, Signal
+from simulmt.policies.base import (
+    DEFAULT_AGREEMENT,
+    Action,
+    AgreementPolicy,
+    CommitMode,
+    ModelSignals,
+    Observation,
+    Policy,
+    Signal,
+)
 from simulmt.search.beam import best_hypothesis, expand, finished
 from simulmt.search.offline import max_target_len
 from simulmt.search.options import SearchOptions, WriteUnit
@@ -44,6 +53,13 @@ class SourceView:
 
 @dataclass(frozen=True)
 class OnlineSearch:
+    """The online beam search of one session: the policy, the search options and the target
+    tokenizer (word boundaries), and no stream state of its own. A driver calls `plan(state)`
+    for the next decoder step a stream needs (it makes every decision that needs no model work
+    on the way: READs, commits, the end of a sentence), runs the steps of many streams as one
+    batch, and hands each result back to `apply(state, ...)`, which extends the beam and
+    commits what the commit rule allows. Everything it changes lives in the `StreamState`."""
+
     policy: Policy
     opts: SearchOptions
     tokenizer: Tokenizer
@@ -290,6 +306,12 @@ class OnlineSearch:
 
     # ---- re-translation (LocalAgreement) -----------------------------------------------
     @functools.cached_property
+    def _agreement(self) -> int:
+        """Consecutive hypotheses that must agree on a prefix to commit it (`AgreementPolicy`)."""
+        policy = self.policy
+        return policy.agreement if isinstance(policy, AgreementPolicy) else DEFAULT_AGREEMENT
+
+    @functools.cached_property
     def _continuations_mask(self) -> torch.Tensor:
         """(V,) True for tokens that continue a word (no '▁'), EOS excluded."""
         tok = self.tokenizer
@@ -334,7 +356,7 @@ class OnlineSearch:
             self._complete(st, len(st.committed))
             st.done = True
             return
-        n_agree = int(getattr(self.policy, "n", 2))
+        n_agree = self._agreement
         agreed = (
             _agreed_words(st.history[-n_agree:], self.tokenizer)
             if len(st.history) >= n_agree
