@@ -139,6 +139,8 @@ def _attach(
 
 
 class EncoderLayer(nn.Module):
+    """Pre-LayerNorm self-attention + feed-forward; K/V passed in and returned (cacheable)."""
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.ln_attn = nn.LayerNorm(cfg.d_model)
@@ -162,6 +164,9 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
+    """Pre-LayerNorm self-attention, cross-attention and feed-forward; the self-attention K/V
+    are passed in and returned (the caller's cache), the cross-attention K/V precomputed."""
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.ln_self = nn.LayerNorm(cfg.d_model)

@@ -38,6 +38,8 @@ SHARED_MAX_WIDTH = 256
 
 @dataclass(frozen=True)
 class PoolShape:
+    """The shape of one slot's K/V, which every slot of a pool shares (the decoder's)."""
+
     layers2: int  # 2 x layers (keys and values of every layer, as `stack_kv`)
     heads: int
     head_dim: int

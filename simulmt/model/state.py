@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 @dataclass
 class SourceState:
+    """One stream's source sentence as encoded so far: READs only append to it, so the
+    encoder's and the cross-attention's caches grow and are never recomputed."""
+
     ids: list[int] = field(default_factory=list)  # encoded source tokens (read or not yet read)
     ends: list[int] = field(default_factory=list)  # tokens after each encoded word
     enc_kv: torch.Tensor | None = None  # encoder self-attention K/V: (2L_enc, 1, H, S, dh)
@@ -51,6 +54,8 @@ class SourceState:
 
 @dataclass(frozen=True)
 class Hypothesis:
+    """A finished hypothesis (it chose EOS), scored when it finished."""
+
     tokens: tuple[int, ...]  # target ids without BOS/EOS
     log_prob: float  # sum of token log-probabilities (EOS included)
     score: float  # after the search's length/coverage scoring

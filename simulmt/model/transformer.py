@@ -40,6 +40,11 @@ class StepOutput:
 
 
 class SimulTransformer(nn.Module):
+    """The prefix-to-prefix Transformer (weights only): a causal encoder, so a READ encodes
+    one new word, and a decoder whose steps see only the visible source prefix. Training runs
+    `forward` over padded batches; streaming runs `encode`/`decode_step` with caches that the
+    caller owns (`simulmt.model.state`, `simulmt.model.batch`)."""
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.cfg = cfg

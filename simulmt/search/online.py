@@ -26,16 +26,8 @@ import torch
 
 from simulmt.data.tokenizer import Tokenizer
 from simulmt.model.state import BeamState, StreamState, reorder, truncate
-from simulmt.policies.base import (
-    DEFAULT_AGREEMENT,
-    Action,
-    AgreementPolicy,
-    CommitMode,
-    ModelSignals,
-    Observation,
-    Policy,
-    Signal,
-)
+from simulmt.policies.base import Action, CommitMode, ModelSignals, Observation, Policy, Signal
+from simulmt.search.agreement import agreed_prefix, agreement
 from simulmt.search.beam import best_hypothesis, expand, finished
 from simulmt.search.offline import max_target_len
 from simulmt.search.options import SearchOptions, WriteUnit
@@ -306,12 +298,6 @@ class OnlineSearch:
 
     # ---- re-translation (LocalAgreement) -----------------------------------------------
     @functools.cached_property
-    def _agreement(self) -> int:
-        """Consecutive hypotheses that must agree on a prefix to commit it (`AgreementPolicy`)."""
-        policy = self.policy
-        return policy.agreement if isinstance(policy, AgreementPolicy) else DEFAULT_AGREEMENT
-
-    @functools.cached_property
     def _continuations_mask(self) -> torch.Tensor:
         """(V,) True for tokens that continue a word (no '▁'), EOS excluded."""
         tok = self.tokenizer
@@ -356,12 +342,7 @@ class OnlineSearch:
             self._complete(st, len(st.committed))
             st.done = True
             return
-        n_agree = self._agreement
-        agreed = (
-            _agreed_words(st.history[-n_agree:], self.tokenizer)
-            if len(st.history) >= n_agree
-            else 0
-        )
+        agreed = agreed_prefix(st.history, agreement(self.policy), self.tokenizer)
         if agreed > len(st.committed):
             self.commit(st, list(hyp[len(st.committed) : agreed]))
             self._complete(st, len(st.committed))
@@ -385,16 +366,4 @@ def _prune_to_prefix(beam: BeamState, committed: list[int], *, active: bool = Tr
         if not bool(ok.all()):
             reorder(beam, ok.nonzero().flatten())
     beam.complete = [h for h in beam.complete if list(h.tokens[:c]) == committed]
-
-
-def _agreed_words(hyps: list[tuple[int, ...]], tok: Tokenizer) -> int:
-    """Tokens of the longest common prefix of `hyps` that ends on a word boundary in all of them."""
-    lcp = 0
-    while all(len(h) > lcp for h in hyps) and len({h[lcp] for h in hyps}) == 1:
-        lcp += 1
-    if all(len(h) > lcp and tok.is_word_start(h[lcp]) for h in hyps):
-        return lcp
-    while lcp > 0 and not tok.is_word_start(hyps[0][lcp - 1]):
-        lcp -= 1
-    return max(lcp - 1, 0) if lcp > 0 else 0
 
