@@ -12,6 +12,10 @@ own state):
     cache.select(parents)  keep rows `parents` (Bm',) in that order (pruning), no new position
     cache.truncate(n)      keep the first n positions (tentative tokens dropped)
 
+A step's new K/V is staged, not appended, because the search may drop the step (its policy
+READs on the step's signals): the cache is then as before, and the next step, `select` or
+`truncate` discards what was staged.
+
 The batched decoder step (`simulmt.model.batch`) is the only other caller: it stages each
 step's new K/V (`stage`) and may place a one-hypothesis cache in its stream's pool slot
 (`place_in`). There the cache lives in the slot's target plane (its *home*): a step over streams
