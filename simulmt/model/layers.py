@@ -116,7 +116,8 @@ def _attach(
     past: KV | None,
     k: torch.Tensor,
     v: torch.Tensor,
-    room: bool,
+    *,
+    room: bool = False,
     write_at: torch.Tensor | None = None,
 ) -> KV:
     """Keys/values of past + new positions. With `room`, past (B, H, P+T, dh) already has the
@@ -156,7 +157,7 @@ class EncoderLayer(nn.Module):
         the last T slots free); mask: (B, 1, T, P+T)."""
         h = _ln(self.ln_attn, x)
         k, v = self.attn.project_kv(h)  # (B, H, T, dh)
-        k, v = _attach(past, k, v, room)  # (B, H, P+T, dh)
+        k, v = _attach(past, k, v, room=room)  # (B, H, P+T, dh)
         a, _ = self.attn(h, k, v, mask)
         x = x + _drop(self.drop, a)
         x = x + _drop(self.drop, self.ff(_ln(self.ln_ff, x)))
@@ -194,7 +195,7 @@ class DecoderLayer(nn.Module):
         Returns new x, the new positions' self K/V (N, H, T, dh) each, weights."""
         h = _ln(self.ln_self, x)
         k, v = self.self_attn.project_kv(h)  # (N, H, T, dh)
-        keys, values = _attach(past, k, v, False, write_at)  # (N, H, P+T, dh)
+        keys, values = _attach(past, k, v, write_at=write_at)  # (N, H, P+T, dh)
         a, _ = self.self_attn(h, keys, values, self_mask)
         x = x + _drop(self.drop, a)
         c, weights = self.cross_attn(
