@@ -46,11 +46,11 @@ class SourceView:
 @dataclass(frozen=True)
 class OnlineSearch:
     """The online beam search of one session: the policy, the search options and the target
-    tokenizer (word boundaries), and no stream state of its own. A driver calls `plan(state)`
-    for the next decoder step a stream needs (it makes every decision that needs no model work
-    on the way: READs, commits, the end of a sentence), runs the steps of many streams as one
-    batch, and hands each result back to `apply(state, ...)`, which extends the beam and
-    commits what the commit rule allows. Everything it changes lives in the `StreamState`."""
+    tokenizer (word boundaries), and no stream state of its own. A driver calls `plan` for the
+    next decoder step a stream needs (it makes every decision that needs no model work on the
+    way: READs, commits, the end of a sentence), runs the steps of many streams as one batch
+    (`run_step`), and hands each result back to `apply`, which extends the beam and commits what
+    the commit rule allows. Everything it changes lives in the stream's `StreamState`."""
 
     policy: Policy
     opts: SearchOptions
