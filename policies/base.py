@@ -45,17 +45,6 @@ class ModelSignals:
     lookahead_log_probs: torch.Tensor | None = None  # (V,) the same on x<=j+1
     decoder_state: torch.Tensor | None = None  # (D,) top-layer decoder output
 
-    @property
-    def top_prob(self) -> float:
-        assert self.log_probs is not None
-        return float(self.log_probs.max().exp())
-
-    @property
-    def entropy(self) -> float:
-        assert self.log_probs is not None
-        p = self.log_probs.exp()
-        return float(-(p * self.log_probs).sum())
-
 
 @dataclass(frozen=True)
 class Observation:
@@ -99,6 +88,19 @@ class SchedulePolicy(SpecPolicy, Protocol):
     """
 
     def g(self, i: int) -> float: ...
+
+
+DEFAULT_AGREEMENT = 2  # LocalAgreement-2, the usual choice (Polák et al. 2022)
+
+
+@runtime_checkable
+class AgreementPolicy(Policy, Protocol):
+    """A re-translation policy (`CommitMode.RETRANSLATION`) that says how many consecutive
+    hypotheses must agree on a prefix before the search commits it (LocalAgreement-n; 1
+    commits every hypothesis). A re-translation policy without it gets DEFAULT_AGREEMENT."""
+
+    @property
+    def agreement(self) -> int: ...
 
 
 def check_observation(obs: Observation) -> None:

@@ -8,9 +8,9 @@ import math
 import torch
 
 from simulmt.model.state import BeamState, Hypothesis
-from simulmt.search.offline import EOS_ID, NEVER
 from simulmt.search.options import Scoring, SearchOptions, Stopping
 from simulmt.search.step import StepResult
+from simulmt.vocab import EOS_ID, NEVER
 
 
 def score(
@@ -58,7 +58,7 @@ def expand(
         and step.attention is None
         and beam.length < max_len
     ):  # greedy, and the best token is not EOS: the general path would keep exactly it
-        _advance_one(beam, step.top, step.top_log_prob, step)
+        _advance_one(beam, step.top, step.top_log_prob)
         return
     vocab = step.log_probs.shape[1]
     penalty = _penalty(vocab, allow_eos)  # (V,) 0 or -inf: one add instead of masked writes
@@ -111,12 +111,11 @@ def _complete(
 def _advance(
     beam: BeamState, parents: list[int], tokens: list[int], lp: torch.Tensor, step: StepResult
 ) -> None:
-    if beam.home is not None and parents != [0]:
-        beam.unhome()  # more (or no) hypotheses: the cache becomes the beam's own tensor
+    """Row i of the new beam continues hypothesis parents[i] with tokens[i]."""
+    beam.cache.extend(parents)
     if not parents:  # every surviving candidate ended: no active hypotheses remain
         beam.tokens = beam.tokens[:0]
         beam.token_lp = beam.token_lp[:0]
-        beam.self_kv = None if beam.self_kv is None else beam.self_kv[:, :0]
         beam.attn = None
         return
     vocab = lp.shape[1]
@@ -124,18 +123,11 @@ def _advance(
     new_tok = torch.tensor(tokens, dtype=torch.long).unsqueeze(1)  # (Bm', 1)
     chosen = lp.view(-1).index_select(0, flat).unsqueeze(1)  # (Bm', 1)
     n = len(parents)
-    if beam.home is not None:  # one hypothesis kept, its cache in the pool
-        beam.extend_cache(step.self_kv[:, :1], written=step.homed)
-        old_tokens, old_lp = beam.tokens, beam.token_lp
-    elif parents == list(range(n)):  # survivors in place (always so for greedy): no copies
-        beam.extend_cache(step.self_kv)
-        assert beam.self_kv is not None
-        old_tokens, old_lp, beam.self_kv = beam.tokens[:n], beam.token_lp[:n], beam.self_kv[:, :n]
+    if parents == list(range(n)):  # survivors in place (always so for greedy): no copies
+        old_tokens, old_lp = beam.tokens[:n], beam.token_lp[:n]
     else:
-        kv = step.self_kv if beam.self_kv is None else torch.cat([beam.self_kv, step.self_kv], 3)
         idx = torch.tensor(parents, dtype=torch.long)  # (Bm',)
         old_tokens, old_lp = beam.tokens.index_select(0, idx), beam.token_lp.index_select(0, idx)
-        beam.self_kv = kv.index_select(1, idx)  # (2L, Bm', H, T, dh)
     beam.tokens = torch.cat([old_tokens, new_tok], dim=1)  # (Bm', T+1)
     beam.token_lp = torch.cat([old_lp, chosen], dim=1)  # (Bm', T)
     if step.attention is not None:
@@ -148,14 +140,11 @@ def _advance(
         beam.attn = row.index_select(0, torch.tensor(parents, dtype=torch.long))  # (Bm', T, S)
 
 
-def _advance_one(beam: BeamState, token: int, log_prob: float, step: StepResult) -> None:
+def _advance_one(beam: BeamState, token: int, log_prob: float) -> None:
     """`_advance` for one hypothesis extended by `token`, without candidate tensors."""
     beam.tokens = torch.cat([beam.tokens, torch.tensor([[token]])], dim=1)  # (1, T+1)
     beam.token_lp = torch.cat([beam.token_lp, torch.tensor([[log_prob]])], dim=1)  # (1, T)
-    if step.homed and beam.home is not None and beam.home.owned_by(beam):
-        beam.extend_cache(None, written=True)  # the step wrote it in place
-    else:
-        beam.extend_cache(step.self_kv, written=step.homed)  # (2L, 1, H, 1, dh)
+    beam.cache.extend([0])
 
 
 def finished(beam: BeamState, opts: SearchOptions, src_len: int) -> bool:
