@@ -8,6 +8,7 @@ import math
 import torch
 
 from simulmt.model.state import BeamState, Hypothesis
+from simulmt.search.loops import beam_bans
 from simulmt.search.options import Scoring, SearchOptions, Stopping
 from simulmt.search.step import StepResult
 from simulmt.vocab import EOS_ID, NEVER
@@ -48,13 +49,16 @@ def expand(
 ) -> None:
     """Extend every hypothesis by one token: keep the best `opts.beam` non-EOS candidates
     (after threshold pruning); EOS candidates become complete hypotheses. `forbid` (V,) bool
-    masks tokens that may not come next."""
+    masks tokens that may not come next; `opts.loop_guard` bans, per hypothesis, the token that
+    would repeat a short cycle a third time in a row (simulmt.search.loops)."""
+    bans = beam_bans(beam.tokens, max_cycle=opts.loop_guard) if opts.loop_guard else []
     if (
         opts.beam == 1
         and beam.size == 1
         and step.top is not None
         and step.top != EOS_ID
         and (forbid is None or not bool(forbid[step.top]))
+        and (0, step.top) not in bans
         and step.attention is None
         and beam.length < max_len
     ):  # greedy, and the best token is not EOS: the general path would keep exactly it
@@ -65,6 +69,9 @@ def expand(
     if forbid is not None:
         penalty = penalty.masked_fill(forbid, float("-inf"))
     lp = step.log_probs + penalty  # (Bm, V)
+    if bans:
+        rows, toks = zip(*bans, strict=True)
+        lp[list(rows), list(toks)] = float("-inf")
     if beam.length >= max_len:  # too long: the only way on is to end
         lp.fill_(float("-inf"))
         lp[:, EOS_ID] = 0.0
