@@ -24,8 +24,8 @@ from simulmt.model.layers import stack_kv
 from simulmt.model.pool import KVPool, PoolShape
 from simulmt.model.state import BeamState, SourceState
 from simulmt.model.transformer import SimulTransformer
-from simulmt.search.offline import BOS_ID, EOS_ID, NEVER
 from simulmt.search.step import StepRequest, run_step
+from simulmt.vocab import BOS_ID, EOS_ID, NEVER
 
 K = 3
 
@@ -57,10 +57,10 @@ def incremental(model: SimulTransformer, src: torch.Tensor) -> tuple[list[list[i
             lp = torch.cat([res.log_probs for res in results])  # (B, V), one pick for all
             lp[:, NEVER + [EOS_ID]] = float("-inf")
             picks = lp.argmax(dim=-1).tolist()
-            for s, (beam, res) in enumerate(zip(beams, results, strict=True)):
+            for s, beam in enumerate(beams):
                 tok = picks[s]
                 out[s].append(tok)
-                beam.extend_cache(res.self_kv, written=res.homed)  # as the engine's beams
+                beam.cache.extend([0])  # as the engine's beams
                 beam.tokens = torch.cat([beam.tokens, torch.tensor([[tok]])], dim=1)
                 beam.token_lp = torch.zeros(1, beam.tokens.shape[1] - 1)
     return out, time.perf_counter() - t0

@@ -68,6 +68,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="what one WRITE writes: a whole target word (default) or one subword token "
         "(the token-level schedules of earlier releases, for comparison)",
     )
+    a(
+        "--loop-guard",
+        type=int,
+        default=RunConfig.loop_guard,
+        metavar="N",
+        help="ban the token that would repeat a cycle of up to N tokens a third time in a row "
+        "(degenerate loops on unfamiliar input; default 0: off)",
+    )
     a("--model", type=Path, default=None, help="model folder (default: the bundled model)")
     a(
         "--output",
@@ -215,6 +223,7 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
         scoring=Scoring(args.scoring),
         alpha=args.alpha,
         unit=WriteUnit(args.unit),
+        loop_guard=args.loop_guard,
     )
 
 

@@ -17,12 +17,18 @@ class RunConfig:
     scoring: Scoring = SearchOptions.scoring  # how the beam ranks hypotheses of different length
     alpha: float = SearchOptions.alpha  # GNMT length-normalization exponent
     unit: WriteUnit = SearchOptions.unit  # what one WRITE writes: a word (default) or a token
+    loop_guard: int = SearchOptions.loop_guard  # ban 3rd copies of token cycles up to this long
 
     def search_options(self) -> SearchOptions:
-        return SearchOptions(beam=self.beam, scoring=self.scoring, alpha=self.alpha, unit=self.unit)
+        return SearchOptions(
+            beam=self.beam, scoring=self.scoring, alpha=self.alpha, unit=self.unit,
+            loop_guard=self.loop_guard,
+        )
 
     def __post_init__(self) -> None:
         for name in ("beam", "batch_size", "jobs"):
             value = getattr(self, name)
             if value < 1:
                 raise ValueError(f"{name} must be >= 1, got {value}")
+        if self.loop_guard < 0:
+            raise ValueError(f"loop_guard must be >= 0 (0 = off), got {self.loop_guard}")

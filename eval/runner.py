@@ -142,7 +142,7 @@ def _run_pool(
     # started late would leave a tail of iterations with a nearly empty batch. Every session
     # is independent, so the order changes nothing but the time.
     todo = iter(sorted(tracks, key=lambda t: -len(t.words)))
-    engine.cross_pool.reserve(min(config.batch_size, len(tracks)))  # one source slot per line
+    engine.cache_pool.reserve(min(config.batch_size, len(tracks)))  # one source slot per line
     active: list[tuple[_Track, Session]] = []
     done: list[SentenceStats] = []
     while True:

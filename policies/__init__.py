@@ -5,7 +5,9 @@ lists every registered policy with its arguments.
 """
 
 from simulmt.policies.base import (
+    DEFAULT_AGREEMENT,
     Action,
+    AgreementPolicy,
     CommitMode,
     ModelSignals,
     Observation,
@@ -20,7 +22,9 @@ from simulmt.policies.schedules import FixedSchedule
 from simulmt.policies.spec import BasePolicy
 
 __all__ = [
+    "DEFAULT_AGREEMENT",
     "Action",
+    "AgreementPolicy",
     "BasePolicy",
     "CommitMode",
     "FixedSchedule",

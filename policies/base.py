@@ -49,17 +49,6 @@ class ModelSignals:
     # (W = words read; sums to 1): where the model looks to write the next word
     attention: torch.Tensor | None = None
 
-    @property
-    def top_prob(self) -> float:
-        assert self.log_probs is not None
-        return float(self.log_probs.max().exp())
-
-    @property
-    def entropy(self) -> float:
-        assert self.log_probs is not None
-        p = self.log_probs.exp()
-        return float(-(p * self.log_probs).sum())
-
 
 @dataclass(frozen=True)
 class Observation:
@@ -103,6 +92,19 @@ class SchedulePolicy(SpecPolicy, Protocol):
     """
 
     def g(self, i: int) -> float: ...
+
+
+DEFAULT_AGREEMENT = 2  # LocalAgreement-2, the usual choice (Polák et al. 2022)
+
+
+@runtime_checkable
+class AgreementPolicy(Policy, Protocol):
+    """A re-translation policy (`CommitMode.RETRANSLATION`) that says how many consecutive
+    hypotheses must agree on a prefix before the search commits it (LocalAgreement-n; 1
+    commits every hypothesis). A re-translation policy without it gets DEFAULT_AGREEMENT."""
+
+    @property
+    def agreement(self) -> int: ...
 
 
 def check_observation(obs: Observation) -> None:

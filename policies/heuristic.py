@@ -182,3 +182,8 @@ class LocalAgreement(BasePolicy):
     def decide(self, obs: Observation) -> Action:
         check_observation(obs)
         return Action.WRITE if obs.source_finished else Action.READ
+
+    @property
+    def agreement(self) -> int:
+        """`AgreementPolicy`: the search commits what the last n hypotheses agree on."""
+        return self.n

@@ -62,7 +62,6 @@ class FullSentence(FixedSchedule):
 
 
 @functools.lru_cache(maxsize=64)
-@functools.lru_cache(maxsize=64)
 def _catchup(r: float) -> Fraction:
     return Fraction(repr(r)) - 1  # decimal arithmetic: r=1.7 gives c=7/10, not 0.6999…
 

@@ -46,27 +46,27 @@ class ModelInfo:
 class Engine:
     """Holds the weights; all per-stream state lives in `StreamState`s owned by sessions.
 
-    It also holds the memory the streams' decoder caches live in (`cross_pool`): each stream
+    It also holds the memory the streams' decoder caches live in (`cache_pool`): each stream
     owns one slot of it (a `KVSlot` in its `SourceState`) holding its cross-attention K/V and,
-    while its beam is one hypothesis, the beam's self-attention K/V; so a decoder step over many
-    streams reads their caches as views instead of copying them together."""
+    while its beam is one hypothesis, the beam's self-attention K/V (`DecoderCache`); so a
+    decoder step over many streams reads their caches as views instead of copying them."""
 
     def __init__(self, model: SimulTransformer, tokenizer: Tokenizer, info: ModelInfo) -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.info = info
         self.compute_ms = 0.0  # total model time spent by this engine
-        self._cross_pool: KVPool | None = None
+        self._cache_pool: KVPool | None = None
 
     @property
-    def cross_pool(self) -> KVPool:
-        """The pool of decoder K/V caches (made at first use, so a process
-        forked before it keeps its own)."""
-        if self._cross_pool is None:
+    def cache_pool(self) -> KVPool:
+        """The pool of the decoder's K/V caches, cross- and self-attention (made at first use,
+        so a process forked before it keeps its own)."""
+        if self._cache_pool is None:
             cfg = self.model.cfg
             shape = PoolShape(2 * cfg.dec_layers, cfg.n_heads, cfg.head_dim, self.model.dtype)
-            self._cross_pool = KVPool(shape)
-        return self._cross_pool
+            self._cache_pool = KVPool(shape)
+        return self._cache_pool
 
     # ---- loading ---------------------------------------------------------------------
     @classmethod
@@ -140,7 +140,7 @@ class Engine:
             new_enc = stack_kv([(k[:, :, s:], v[:, :, s:]) for k, v in enc])  # (2L, 1, H, n, dh)
             source.enc_kv = append_kv(source.enc_kv, new_enc)  # (2L_enc, 1, H, S+n, dh)
             cross = stack_kv(self.model.cross_kv(memory))  # (2L_dec, 1, H, n, dh)
-            source.append_cross(cross, self.cross_pool)
+            source.append_cross(cross, self.cache_pool)
             source.ids += new
         self.compute_ms += (time.perf_counter() - start) * 1000
 
@@ -186,10 +186,11 @@ class Engine:
         for r, source in enumerate(sources):
             n = int(lengths[r])
             source.enc_kv = append_kv(source.enc_kv, enc[:, r : r + 1, :, :n])
-            source.append_cross(cross[:, r : r + 1, :, :n], self.cross_pool)
+            source.append_cross(cross[:, r : r + 1, :, :n], self.cache_pool)
             source.ids += new_ids[r]
 
     def step(self, requests: Sequence[StepRequest]) -> list[StepResult]:
+        """One batched decoder step (`run_step`), its time counted in `compute_ms`."""
         start = time.perf_counter()
         out = run_step(self.model, requests)
         self.compute_ms += (time.perf_counter() - start) * 1000

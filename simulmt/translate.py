@@ -37,6 +37,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="what one WRITE writes: a whole word (default) or one subword token",
     )
     parser.add_argument(
+        "--loop-guard",
+        type=int,
+        default=0,
+        metavar="N",
+        help="ban the token that would repeat a cycle of up to N tokens a third time (0: off)",
+    )
+    parser.add_argument(
         "--model", type=Path, help="model folder (default: the bundled de→en model)"
     )
     parser.add_argument(
@@ -66,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
             lookahead=args.lookahead,
             scoring=Scoring(args.scoring),
             unit=WriteUnit(args.unit),
+            loop_guard=args.loop_guard,
         )
         engine = Engine.load(args.model)
         session = Session(engine, policy=args.policy, options=opts)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -30,4 +30,3 @@ class Update:
     text: str = ""  # the sentence's whole committed text, set when final
     source: str = ""  # the sentence's source text, set when final
     src_read: int = 0  # source words read so far in this sentence
-    extra: dict[str, object] = field(default_factory=dict)

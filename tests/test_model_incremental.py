@@ -7,12 +7,13 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from simulmt.model import batch as step_module
+from simulmt.model.cache import DecoderCache
 from simulmt.model.config import ModelConfig
 from simulmt.model.layers import append_kv, pack_kv, stack_kv, unstack_kv
 from simulmt.model.pool import KVPool, PoolShape
 from simulmt.model.state import BeamState, SourceState
 from simulmt.model.transformer import SimulTransformer
-from simulmt.search import step as step_module
 from simulmt.search.step import StepRequest, run_step
 
 CFG = ModelConfig(
@@ -28,7 +29,7 @@ def make_model(seed: int = 0) -> SimulTransformer:
 MODEL = make_model()
 
 
-def cross_pool(*, slots: int = 8) -> KVPool:
+def cache_pool(*, slots: int = 8) -> KVPool:
     return KVPool(
         PoolShape(2 * CFG.dec_layers, CFG.n_heads, CFG.head_dim, torch.float32), slots=slots
     )
@@ -72,13 +73,13 @@ def test_incremental_decoder_equals_teacher_forced(src_len: int, tgt_len: int, s
         source = SourceState(
             ids=src[0].tolist(), ends=list(range(1, src_len + 1)), enc_kv=stack_kv(enc_kv)
         )
-        source.append_cross(stack_kv(MODEL.cross_kv(memory)), cross_pool())
+        source.append_cross(stack_kv(MODEL.cross_kv(memory)), cache_pool())
         beam = BeamState.start()
         beam.tokens = tgt[:, :1]
         for t in range(tgt_len):
             (res,) = run_step(MODEL, [StepRequest(source, beam, int(vis[0, t]))])
             assert (res.log_probs[0] - full[t]).abs().max() <= 1e-4
-            beam.extend_cache(res.self_kv, written=res.homed)
+            beam.cache.extend([0])
             beam.tokens = tgt[:, : t + 2] if t + 1 < tgt_len else beam.tokens
             beam.token_lp = torch.zeros(1, beam.tokens.shape[1] - 1)
 
@@ -93,7 +94,7 @@ def _stream(
     source = SourceState(
         ids=src[0].tolist(), ends=list(range(1, src_len + 1)), enc_kv=stack_kv(enc_kv)
     )
-    source.append_cross(stack_kv(MODEL.cross_kv(memory)), pool or cross_pool())
+    source.append_cross(stack_kv(MODEL.cross_kv(memory)), pool or cache_pool())
     tokens = torch.randint(4, CFG.vocab_size, (beam_size, tgt_len + 1), generator=g)
     tokens[:, 0] = 2
     beam = BeamState(tokens=tokens, token_lp=torch.zeros(beam_size, tgt_len))
@@ -103,7 +104,7 @@ def _stream(
         with torch.no_grad():
             assert source.cross_kv is not None
             kv = prefill_kv(MODEL, tokens[:, :-1], unstack_kv(source.cross_kv), src_len)
-            beam.self_kv = stack_kv(kv)
+            beam.cache.append(stack_kv(kv))
     return source, beam, int(torch.randint(1, src_len + 1, (1,), generator=g))
 
 
@@ -141,7 +142,7 @@ def test_pooled_batch_equals_each_alone(
     """Beam-1 streams whose sources share a pool are batched as a view of their slots, in slot
     order, with filler rows for slots that have no request (other streams, released slots).
     Same results as each alone, whatever the request order; the pool grows as needed."""
-    pool = cross_pool(slots=2)  # small: claims and long sources make it grow
+    pool = cache_pool(slots=2)  # small: claims and long sources make it grow
     streams, others = [], []
     for i, (src_len, tgt_len) in enumerate(shapes):
         if busy[i]:  # a stream that holds a slot but asks for nothing this step
@@ -167,12 +168,12 @@ def test_pooled_batch_equals_each_alone(
 
 
 def span_gaps(requests: list[StepRequest]) -> int:
-    slots = [r.source.cross.index for r in requests if r.source.cross is not None]
+    slots = [r.source.slot.index for r in requests if r.source.slot is not None]
     return max(slots) - min(slots) + 1 - len(slots)
 
 
 def test_pool_slots_are_reused_and_released_when_dropped() -> None:
-    pool = cross_pool(slots=2)
+    pool = cache_pool(slots=2)
     a, b = pool.claim(), pool.claim()
     a.append(torch.ones(4, 1, 4, 3, 8))
     assert (a.index, b.index, a.length) == (0, 1, 3)
@@ -193,9 +194,9 @@ def test_a_stream_too_long_for_the_shared_pool_moves_to_its_own() -> None:
     neighbour, source = SourceState(), SourceState()
     neighbour.append_cross(torch.ones(2, 1, 1, 3, 2), shared)
     source.append_cross(torch.full((2, 1, 1, 6, 2), 2.0), shared)
-    assert source.cross is not None and source.cross.pool is shared and shared.width == 8
+    assert source.slot is not None and source.slot.pool is shared and shared.width == 8
     source.append_cross(torch.full((2, 1, 1, 5, 2), 3.0), shared)  # 11 > 8 positions
-    assert source.cross.pool is not shared and source.cross_kv is not None
+    assert source.slot.pool is not shared and source.cross_kv is not None
     assert source.cross_kv.shape[3] == 11 and float(source.cross_kv[..., :6, :].mean()) == 2.0
     assert float(source.cross_kv[..., 6:, :].mean()) == 3.0
     assert shared.width == 8 and shared.claim().index == 1  # the slot came back, no widening
@@ -206,7 +207,7 @@ def test_late_or_repeated_releases_are_void() -> None:
     """A release runs from a handle's finalizer, possibly late (after compaction moved the
     slot) or from inside the pool's own lock (cyclic GC during an allocation): it must neither
     free a slot twice nor deadlock."""
-    pool = cross_pool(slots=4)
+    pool = cache_pool(slots=4)
     a, b, c = pool.claim(), pool.claim(), pool.claim()
     stale = [0]  # a cell that once named slot 0, but not a's own cell
     pool.release(stale)
@@ -222,10 +223,10 @@ def test_late_or_repeated_releases_are_void() -> None:
 
 
 def test_two_requests_over_one_source_are_not_merged() -> None:
-    pool = cross_pool()
+    pool = cache_pool()
     source, beam, vis = _stream(7, 6, 3, 1, pool)
-    other_beam = BeamState(tokens=beam.tokens.clone(), token_lp=beam.token_lp.clone())
-    other_beam.self_kv = beam.self_kv
+    copy = DecoderCache(beam.cache.view())
+    other_beam = BeamState(tokens=beam.tokens.clone(), token_lp=beam.token_lp.clone(), cache=copy)
     requests = [StepRequest(source, beam, vis), StepRequest(source, other_beam, 2)]
     assert step_module._pool_span(requests) is None
     for req, res in zip(requests, run_step(MODEL, requests), strict=True):
@@ -236,7 +237,7 @@ def test_two_requests_over_one_source_are_not_merged() -> None:
 def test_released_slots_are_compacted_into_a_view() -> None:
     """Streams between finished (released) ones are moved down once, caches intact; the step
     then reads their sources as one view with no filler rows, with the same results."""
-    pool = cross_pool(slots=2)
+    pool = cache_pool(slots=2)
     streams = [_stream(50 + i, 4 + i, 2, 1, pool) for i in range(7)]
     kept = streams[1::2]  # slots 1, 3, 5 stay; 0, 2, 4, 6 finish
     before = [src.cross_kv.clone() for src, _, _ in kept if src.cross_kv is not None]
@@ -246,7 +247,7 @@ def test_released_slots_are_compacted_into_a_view() -> None:
     span = step_module._pool_span(requests)
     assert span is not None and span.lo == 0 and None not in span.layout
     assert sorted(map(id, span.layout)) == sorted(map(id, requests))  # each once, no filler
-    assert sorted(src.cross.index for src, _, _ in kept if src.cross) == [0, 1, 2]
+    assert sorted(src.slot.index for src, _, _ in kept if src.slot) == [0, 1, 2]
     for (src, _, _), old in zip(kept, before, strict=True):
         assert src.cross_kv is not None and torch.equal(src.cross_kv, old)
     for a, b in zip(alone, run_step(MODEL, requests), strict=True):

@@ -139,10 +139,6 @@ def test_missing_required_argument() -> None:
     assert "g: list[int] | module:function (required)" in str(err.value)
 
 
-def test_policy_error_is_value_error() -> None:
-    assert issubclass(PolicyError, ValueError)
-
-
 @pytest.mark.parametrize(("make", "message"), [
     (lambda: WaitK(k=2.5), "k must be an int, got 2.5"),
     (lambda: WaitK(k=True), "k must be an int, got True"),

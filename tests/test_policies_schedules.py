@@ -181,9 +181,18 @@ def test_negative_observation_rejected() -> None:
 
 
 def test_schedules_follow_the_protocol() -> None:
-    for policy in (WaitK(), FullSentence(), Schedule(values=(1, 2))):
+    """What `SchedulePolicy` promises: decide is source finished → WRITE, src_read < g(i) →
+    READ, else WRITE (i = tgt_written + 1); and the spec string loads the same policy back."""
+    for policy in (WaitK(k=2, r=1.5), FullSentence(), Schedule(values=(1, 3, 4))):
         assert isinstance(policy, SchedulePolicy)
-        assert policy.needs == frozenset()
+        assert load_policy(policy.spec()) == policy
+        for read in range(8):
+            for written in range(6):
+                for finished in (False, True):
+                    obs = Observation(src_read=read, tgt_written=written,
+                                      source_finished=finished, src_available=1)
+                    expected = W if finished or read >= policy.g(written + 1) else R
+                    assert policy.decide(obs) is expected, (policy, obs)
 
 
 schedules = st.one_of(

@@ -3,25 +3,41 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import ClassVar
 
 import pytest
 import torch
+from simulmt.policies import (
+    DEFAULT_AGREEMENT,
+    Action,
+    AgreementPolicy,
+    CommitMode,
+    Observation,
+    Policy,
+    Signal,
+)
+from simulmt.policies.heuristic import LocalAgreement
 
 from simulmt.engine import Engine
+from simulmt.model.cache import StepKV
 from simulmt.model.state import BeamState, Hypothesis
 from simulmt.search.beam import expand, finished, score
-from simulmt.search.offline import EOS_ID
 from simulmt.search.options import Scoring, SearchOptions, Stopping
 from simulmt.search.step import StepResult
 from simulmt.session import Session
+from simulmt.vocab import EOS_ID
 
 V = 10
 
 
-def step_with(log_probs: list[list[float]]) -> StepResult:
+def step_with(beam: BeamState, log_probs: list[list[float]]) -> StepResult:
+    """A decoder step's result for `beam` with these log-probabilities (its K/V staged in the
+    beam's cache, as `run_step` leaves it)."""
     lp = torch.log_softmax(torch.tensor(log_probs), dim=-1)  # (Bm, V)
     n = lp.shape[0]
     kv = torch.zeros(2, n, 1, 1, 2)  # (2L, Bm, H, 1, dh), one layer
+    beam.cache.stage(StepKV(kv), 0, n)
     return StepResult.of(log_probs=lp, self_kv=kv, state=torch.zeros(n, 4))
 
 
@@ -47,9 +63,8 @@ def test_coverage_penalty() -> None:
 
 def test_histogram_pruning_keeps_beam_size() -> None:
     beam = BeamState.start()
-    expand(
-        beam, step_with([[0.0] * V]), SearchOptions(beam=3), allow_eos=False, max_len=10, src_len=3
-    )
+    opts = SearchOptions(beam=3)
+    expand(beam, step_with(beam, [[0.0] * V]), opts, allow_eos=False, max_len=10, src_len=3)
     assert beam.size == 3
 
 
@@ -58,7 +73,7 @@ def test_relative_threshold_prunes_unlikely_candidates() -> None:
     for rel, expected in ((0.5, 2), (0.95, 1)):
         beam = BeamState.start()
         opts = SearchOptions(beam=5, rel_threshold=rel)
-        expand(beam, step_with(logits), opts, allow_eos=False, max_len=10, src_len=3)
+        expand(beam, step_with(beam, logits), opts, allow_eos=False, max_len=10, src_len=3)
         assert beam.size == expected
 
 
@@ -67,7 +82,7 @@ def test_absolute_threshold() -> None:
     beam = BeamState.start()
     expand(
         beam,
-        step_with(logits),
+        step_with(beam, logits),
         SearchOptions(beam=5, abs_threshold=1.5),
         allow_eos=False,
         max_len=10,
@@ -79,17 +94,19 @@ def test_absolute_threshold() -> None:
 def test_eos_is_masked_until_the_source_is_complete() -> None:
     logits = [[0.0] * V]
     logits[0][EOS_ID] = 10.0
+    opts = SearchOptions(beam=2)
     beam = BeamState.start()
-    expand(beam, step_with(logits), SearchOptions(beam=2), allow_eos=False, max_len=10, src_len=3)
+    expand(beam, step_with(beam, logits), opts, allow_eos=False, max_len=10, src_len=3)
     assert EOS_ID not in beam.tokens[:, 1].tolist() and not beam.complete
     beam = BeamState.start()
-    expand(beam, step_with(logits), SearchOptions(beam=2), allow_eos=True, max_len=10, src_len=3)
+    expand(beam, step_with(beam, logits), opts, allow_eos=True, max_len=10, src_len=3)
     assert len(beam.complete) == 1
 
 
 def test_max_length_forces_the_end() -> None:
     beam = BeamState.start([5, 6])
-    expand(beam, step_with([[0.0] * V]), SearchOptions(), allow_eos=True, max_len=2, src_len=3)
+    step = step_with(beam, [[0.0] * V])
+    expand(beam, step, SearchOptions(), allow_eos=True, max_len=2, src_len=3)
     assert beam.size == 0 and [h.tokens for h in beam.complete] == [(5, 6)]
 
 
@@ -128,3 +145,47 @@ def test_time_budget_ends_the_sentence() -> None:
     s = Session(engine, policy="full", options=SearchOptions(beam=4, time_budget_ms=1e-6))
     ups = s.push("Der Hund läuft schnell über die Straße .")
     assert ups[-1].final
+
+
+@dataclass(frozen=True)
+class _Redecode:
+    """A third-party re-translation policy: re-decodes after every word, and declares how many
+    consecutive hypotheses must agree (`AgreementPolicy`) or, with None, declares nothing."""
+
+    name: ClassVar[str] = "redecode"
+    needs: ClassVar[frozenset[Signal]] = frozenset()
+    mode: ClassVar[CommitMode] = CommitMode.RETRANSLATION
+    agreement: int = 2
+
+    def decide(self, obs: Observation) -> Action:
+        return Action.WRITE if obs.source_finished else Action.READ
+
+
+@dataclass(frozen=True)
+class _RedecodeUndeclared:
+    name: ClassVar[str] = "redecode-undeclared"
+    needs: ClassVar[frozenset[Signal]] = frozenset()
+    mode: ClassVar[CommitMode] = CommitMode.RETRANSLATION
+
+    def decide(self, obs: Observation) -> Action:
+        return Action.WRITE if obs.source_finished else Action.READ
+
+
+def _committed(policy: Policy) -> list[tuple[str, tuple[int, ...]]]:
+    """Each update's committed text and delays, streaming a sentence word by word."""
+    s = Session(Engine.tiny(0), policy=policy)
+    words = "Der Hund läuft heute schnell über die große Straße zum Haus ."
+    ups = [u for word in words.split() for u in s.push(word)] + s.finish()
+    return [(u.committed_delta, u.delays) for u in ups if u.committed_delta]
+
+
+def test_retranslation_agreement_is_the_policys_to_declare() -> None:
+    """The search commits what `agreement` consecutive hypotheses agree on, for any policy
+    that declares it (LocalAgreement's n is one); without it, LocalAgreement-2."""
+    runs = {n: _committed(_Redecode(agreement=n)) for n in (1, 2, 4)}
+    assert isinstance(_Redecode(), AgreementPolicy)
+    assert not isinstance(_RedecodeUndeclared(), AgreementPolicy)
+    for n, run in runs.items():
+        assert run == _committed(LocalAgreement(n=n))
+    assert _committed(_RedecodeUndeclared()) == runs[DEFAULT_AGREEMENT]
+    assert runs[1] != runs[4]  # the count matters: more agreement, later commits

@@ -8,10 +8,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulmt.engine import Engine
-from simulmt.search.offline import BOS_ID, EOS_ID, NEVER, greedy_decode, max_target_len
+from simulmt.search.offline import greedy_decode, max_target_len
 from simulmt.search.options import SearchOptions, WriteUnit
 from simulmt.session import InputError, Session, SessionLimits, advance
 from simulmt.updates import Update
+from simulmt.vocab import BOS_ID, EOS_ID, NEVER
 from simulmt.words import FULL, word_ends
 
 ENGINE = Engine.tiny(0)

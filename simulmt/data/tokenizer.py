@@ -28,9 +28,10 @@ from typing import Any
 
 import sentencepiece as spm
 
+from simulmt.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+
 logger = logging.getLogger(__name__)
 
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 WORD_START = "\u2581"  # ▁, sentencepiece's word-boundary marker
 MODEL_FILE = "spm.model"
 SETTINGS_FILE = "spm.json"

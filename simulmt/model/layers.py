@@ -116,7 +116,8 @@ def _attach(
     past: KV | None,
     k: torch.Tensor,
     v: torch.Tensor,
-    room: bool,
+    *,
+    room: bool = False,
     write_at: torch.Tensor | None = None,
 ) -> KV:
     """Keys/values of past + new positions. With `room`, past (B, H, P+T, dh) already has the
@@ -139,6 +140,8 @@ def _attach(
 
 
 class EncoderLayer(nn.Module):
+    """Pre-LayerNorm self-attention + feed-forward; K/V passed in and returned (cacheable)."""
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.ln_attn = nn.LayerNorm(cfg.d_model)
@@ -154,7 +157,7 @@ class EncoderLayer(nn.Module):
         the last T slots free); mask: (B, 1, T, P+T)."""
         h = _ln(self.ln_attn, x)
         k, v = self.attn.project_kv(h)  # (B, H, T, dh)
-        k, v = _attach(past, k, v, room)  # (B, H, P+T, dh)
+        k, v = _attach(past, k, v, room=room)  # (B, H, P+T, dh)
         a, _ = self.attn(h, k, v, mask)
         x = x + _drop(self.drop, a)
         x = x + _drop(self.drop, self.ff(_ln(self.ln_ff, x)))
@@ -162,6 +165,9 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
+    """Pre-LayerNorm self-attention, cross-attention and feed-forward; the self-attention K/V
+    are passed in and returned (the caller's cache), the cross-attention K/V precomputed."""
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.ln_self = nn.LayerNorm(cfg.d_model)
@@ -181,17 +187,15 @@ class DecoderLayer(nn.Module):
         cross_mask: torch.Tensor,
         *,
         return_weights: bool = False,
-        room: bool = False,
         write_at: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, KV, torch.Tensor | None]:
-        """x: (N, T, D); past: (N, H, P, dh) (with `room`: (N, H, P+T, dh), last T slots free;
-        with `write_at` (N,): T = 1 and row n's new slot is past[n, :, write_at[n]]);
-        self_mask: (N, 1, T, P+T) (with `write_at`: (N, 1, 1, P));
+        """x: (N, T, D); past: (N, H, P, dh) (with `write_at` (N,): T = 1 and row n's new slot
+        is past[n, :, write_at[n]]); self_mask: (N, 1, T, P+T) (with `write_at`: (N, 1, 1, P));
         cross: (N, H, S, dh) each; cross_mask: (N, 1, T, S).
         Returns new x, the new positions' self K/V (N, H, T, dh) each, weights."""
         h = _ln(self.ln_self, x)
         k, v = self.self_attn.project_kv(h)  # (N, H, T, dh)
-        keys, values = _attach(past, k, v, room, write_at)  # (N, H, P+T, dh)
+        keys, values = _attach(past, k, v, write_at=write_at)  # (N, H, P+T, dh)
         a, _ = self.self_attn(h, keys, values, self_mask)
         x = x + _drop(self.drop, a)
         c, weights = self.cross_attn(

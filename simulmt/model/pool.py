@@ -8,14 +8,15 @@ copy. The buffer doubles (slots or positions) when full, so appends are amortize
 
 Each slot has two planes, moved together: the *source* plane (`data`: the append-only
 cross-attention K/V of the stream's source) and the *target* plane (`target`: the decoder
-self-attention K/V of the stream's beam while it is one hypothesis, see `BeamState.home`). A
-decoder step over streams in consecutive slots reads both as views and writes each row's new
-target K/V in place, so no stream's cache is copied or concatenated at a step.
+self-attention K/V of the stream's beam while it is one hypothesis, see
+`simulmt.model.cache.DecoderCache`). A decoder step over streams in consecutive slots reads both
+as views and writes each row's new target K/V in place, so no stream's cache is copied or
+concatenated at a step.
 
 The pool is memory, not stream state: each stream owns its slot through a `KVSlot` handle held
-by its `SourceState` (and by the beam homed in it); the slot returns to the pool when the handle
-is released or collected. Padding positions after a slot's length hold zeros or an earlier
-stream's values (always finite); readers mask them out.
+by its `SourceState` (and by the decoder cache kept in its target plane, the slot's *tenant*);
+the slot returns to the pool when the handle is released or collected. Padding positions after a
+slot's length hold zeros or an earlier stream's values (always finite); readers mask them out.
 """
 
 from __future__ import annotations
@@ -37,16 +38,19 @@ SHARED_MAX_WIDTH = 256
 
 @dataclass(frozen=True)
 class PoolShape:
+    """The shape of one slot's K/V, which every slot of a pool shares (the decoder's)."""
+
     layers2: int  # 2 x layers (keys and values of every layer, as `stack_kv`)
     heads: int
     head_dim: int
     dtype: torch.dtype
 
 
-class TargetOwner(Protocol):
-    """What lives in a slot's target plane: a beam that can take its cache back (`unhome`)."""
+class Tenant(Protocol):
+    """What lives in a slot's target plane: a decoder cache that can take its K/V back into a
+    tensor of its own when the slot is needed elsewhere."""
 
-    def unhome(self) -> None: ...
+    def vacate(self) -> None: ...
 
 
 class KVPool:
@@ -225,7 +229,7 @@ class KVSlot:
         self.pool = pool
         self._cell = [index]  # shared with the finalizer, which must not hold the handle
         self._finalizer = weakref.finalize(self, pool.release, self._cell)
-        self._owner: weakref.ref[TargetOwner] | None = None  # the beam homed in the target plane
+        self._tenant: weakref.ref[Tenant] | None = None  # the cache in the target plane
 
     @property
     def index(self) -> int:
@@ -247,10 +251,14 @@ class KVSlot:
         self.evict()
         self._finalizer()
 
-    # ---- the target plane: one beam at a time ------------------------------------------
+    # ---- the target plane: one tenant at a time ----------------------------------------
     @property
     def target_length(self) -> int:
         return self.pool.target_lengths[self.index]
+
+    def set_target_length(self, n: int) -> None:
+        """Positions 0..n-1 of the target plane are in use (a step wrote position n-1)."""
+        self.pool.target_lengths[self.index] = n
 
     def truncate_target(self, n: int) -> None:
         lengths = self.pool.target_lengths
@@ -259,33 +267,33 @@ class KVSlot:
     def target(self) -> torch.Tensor:
         return self.pool.target_view(self.index)  # (2L, 1, H, length, dh)
 
-    def owned_by(self, beam: TargetOwner) -> bool:
-        return self._owner is not None and self._owner() is beam
+    def held_by(self, tenant: Tenant) -> bool:
+        return self._tenant is not None and self._tenant() is tenant
 
-    def adopt(self, beam: TargetOwner, cache: torch.Tensor | None) -> None:
-        """Make `beam` the owner of the target plane, its cache (2L, 1, H, T, dh) copied in; a
-        previous owner still alive takes its cache back first."""
+    def adopt(self, tenant: Tenant, cache: torch.Tensor | None) -> None:
+        """Make `tenant` the holder of the target plane, its K/V (2L, 1, H, T, dh) copied in; a
+        previous tenant still alive takes its K/V back first."""
         if not self._finalizer.alive:
             raise RuntimeError("adopt into a released cache slot")
         self.evict()
         self.pool.target_lengths[self.index] = 0
         if cache is not None and cache.shape[3]:
             self.pool.write_target(self.index, 0, cache)
-        self._owner = weakref.ref(beam)
+        self._tenant = weakref.ref(tenant)
 
     def disown(self) -> None:
-        self._owner = None
+        self._tenant = None
 
     def evict(self) -> None:
-        """The owner (if any) takes its cache back into a tensor of its own."""
-        owner = None if self._owner is None else self._owner()
-        if owner is not None:
-            owner.unhome()  # reads the plane, then disowns
-        self._owner = None
+        """The tenant (if any) takes its K/V back into a tensor of its own."""
+        tenant = None if self._tenant is None else self._tenant()
+        if tenant is not None:
+            tenant.vacate()  # reads the plane, then disowns
+        self._tenant = None
 
     def spill(self) -> KVSlot:
         """This stream's cache moved to a one-slot pool of its own without a width limit (for a
-        stream too long for a shared pool); this slot is released (its beam takes its cache
+        stream too long for a shared pool); this slot is released (its tenant takes its K/V
         back first)."""
         own = KVPool(self.pool.shape, slots=1, width=max(MIN_WIDTH, self.length), max_width=None)
         moved = own.claim()

@@ -15,8 +15,7 @@ from torch import nn
 
 from simulmt.model.config import ModelConfig
 from simulmt.model.layers import KV, DecoderLayer, EncoderLayer, stack_kv
-
-PAD_ID = 0
+from simulmt.vocab import PAD_ID
 
 
 def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
@@ -32,6 +31,8 @@ def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class StepOutput:
+    """What one incremental decoder step gives for its N rows (hypotheses of any streams)."""
+
     log_probs: torch.Tensor  # (N, V) next-token log-probabilities
     self_kv: torch.Tensor  # the new position's K/V, all layers (stack_kv): (2L, N, H, 1, dh)
     state: torch.Tensor  # (N, D) top decoder layer output (a policy signal)
@@ -39,6 +40,11 @@ class StepOutput:
 
 
 class SimulTransformer(nn.Module):
+    """The prefix-to-prefix Transformer (weights only): a causal encoder, so a READ encodes
+    one new word, and a decoder whose steps see only the visible source prefix. Training runs
+    `forward` over padded batches; streaming runs `encode`/`decode_step` with caches that the
+    caller owns (`simulmt.model.state`, `simulmt.model.batch`)."""
+
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.cfg = cfg
@@ -150,7 +156,6 @@ class SimulTransformer(nn.Module):
         cross_valid: torch.Tensor,
         *,
         return_attention: bool = False,
-        room: bool = False,
         write_at: torch.Tensor | None = None,
     ) -> StepOutput:
         """One decoder step for N hypotheses (from any number of streams).
@@ -159,9 +164,11 @@ class SimulTransformer(nn.Module):
         self-attention cache; past_valid: (N, P) which cached positions are real (padding
         between streams of different lengths is False); cross: per layer (N, H, S, dh);
         cross_valid: (N, S) which source tokens this step may attend to (at least one True).
-        With `room`, past is (N, H, P+1, dh) and its last slot is filled in place (no copy).
-        With `write_at` (N,), past is (N, H, P, dh) whose row n takes its new K/V at position
-        write_at[n] (in place), and past_valid (N, P) must include those new positions.
+        The cache grows one of two ways: without `write_at`, the new K/V is concatenated to
+        past (a cache the caller grows itself); with `write_at` (N,), past is a buffer
+        (N, H, W, dh) whose row n takes its new K/V at position write_at[n], in place (a view
+        of a cache pool, or a gathered batch with a free last position), and past_valid (N, W)
+        must include those new positions.
         """
         n = last.shape[0]
         x = self.embed_tokens(last.view(n, 1), positions.view(n, 1))  # (N, 1, D)
@@ -185,7 +192,6 @@ class SimulTransformer(nn.Module):
                 cross[i],
                 cross_mask,
                 return_weights=return_attention and i == last_layer,
-                room=room,
                 write_at=write_at,
             )
             new_kv.append(kv)  # (N, H, 1, dh) each

@@ -8,9 +8,10 @@ import math
 import torch
 
 from simulmt.model.state import BeamState, Hypothesis
-from simulmt.search.offline import EOS_ID, NEVER
+from simulmt.search.loops import beam_bans
 from simulmt.search.options import Scoring, SearchOptions, Stopping
 from simulmt.search.step import StepResult
+from simulmt.vocab import EOS_ID, NEVER
 
 
 def score(
@@ -48,23 +49,29 @@ def expand(
 ) -> None:
     """Extend every hypothesis by one token: keep the best `opts.beam` non-EOS candidates
     (after threshold pruning); EOS candidates become complete hypotheses. `forbid` (V,) bool
-    masks tokens that may not come next."""
+    masks tokens that may not come next; `opts.loop_guard` bans, per hypothesis, the token that
+    would repeat a short cycle a third time in a row (simulmt.search.loops)."""
+    bans = beam_bans(beam.tokens, max_cycle=opts.loop_guard) if opts.loop_guard else []
     if (
         opts.beam == 1
         and beam.size == 1
         and step.top is not None
         and step.top != EOS_ID
         and (forbid is None or not bool(forbid[step.top]))
+        and (0, step.top) not in bans
         and not opts.needs_attention
         and beam.length < max_len
     ):  # greedy, and the best token is not EOS: the general path would keep exactly it
-        _advance_one(beam, step.top, step.top_log_prob, step)
+        _advance_one(beam, step.top, step.top_log_prob)
         return
     vocab = step.log_probs.shape[1]
     penalty = _penalty(vocab, allow_eos)  # (V,) 0 or -inf: one add instead of masked writes
     if forbid is not None:
         penalty = penalty.masked_fill(forbid, float("-inf"))
     lp = step.log_probs + penalty  # (Bm, V)
+    if bans:
+        rows, toks = zip(*bans, strict=True)
+        lp[list(rows), list(toks)] = float("-inf")
     if beam.length >= max_len:  # too long: the only way on is to end
         lp.fill_(float("-inf"))
         lp[:, EOS_ID] = 0.0
@@ -117,14 +124,13 @@ def _advance(
     *,
     coverage: bool,
 ) -> None:
-    """Keep the candidates (parent, token); `coverage`: also track each hypothesis'
-    cross-attention for the coverage penalty (a policy may ask for attention without it)."""
-    if beam.home is not None and parents != [0]:
-        beam.unhome()  # more (or no) hypotheses: the cache becomes the beam's own tensor
+    """Row i of the new beam continues hypothesis parents[i] with tokens[i]. `coverage`: also
+    track each hypothesis' cross-attention for the coverage penalty (a policy may ask for
+    attention without it)."""
+    beam.cache.extend(parents)
     if not parents:  # every surviving candidate ended: no active hypotheses remain
         beam.tokens = beam.tokens[:0]
         beam.token_lp = beam.token_lp[:0]
-        beam.self_kv = None if beam.self_kv is None else beam.self_kv[:, :0]
         beam.attn = None
         return
     vocab = lp.shape[1]
@@ -132,18 +138,11 @@ def _advance(
     new_tok = torch.tensor(tokens, dtype=torch.long).unsqueeze(1)  # (Bm', 1)
     chosen = lp.view(-1).index_select(0, flat).unsqueeze(1)  # (Bm', 1)
     n = len(parents)
-    if beam.home is not None:  # one hypothesis kept, its cache in the pool
-        beam.extend_cache(step.self_kv[:, :1], written=step.homed)
-        old_tokens, old_lp = beam.tokens, beam.token_lp
-    elif parents == list(range(n)):  # survivors in place (always so for greedy): no copies
-        beam.extend_cache(step.self_kv)
-        assert beam.self_kv is not None
-        old_tokens, old_lp, beam.self_kv = beam.tokens[:n], beam.token_lp[:n], beam.self_kv[:, :n]
+    if parents == list(range(n)):  # survivors in place (always so for greedy): no copies
+        old_tokens, old_lp = beam.tokens[:n], beam.token_lp[:n]
     else:
-        kv = step.self_kv if beam.self_kv is None else torch.cat([beam.self_kv, step.self_kv], 3)
         idx = torch.tensor(parents, dtype=torch.long)  # (Bm',)
         old_tokens, old_lp = beam.tokens.index_select(0, idx), beam.token_lp.index_select(0, idx)
-        beam.self_kv = kv.index_select(1, idx)  # (2L, Bm', H, T, dh)
     beam.tokens = torch.cat([old_tokens, new_tok], dim=1)  # (Bm', T+1)
     beam.token_lp = torch.cat([old_lp, chosen], dim=1)  # (Bm', T)
     if coverage and step.attention is not None:
@@ -156,14 +155,11 @@ def _advance(
         beam.attn = row.index_select(0, torch.tensor(parents, dtype=torch.long))  # (Bm', T, S)
 
 
-def _advance_one(beam: BeamState, token: int, log_prob: float, step: StepResult) -> None:
+def _advance_one(beam: BeamState, token: int, log_prob: float) -> None:
     """`_advance` for one hypothesis extended by `token`, without candidate tensors."""
     beam.tokens = torch.cat([beam.tokens, torch.tensor([[token]])], dim=1)  # (1, T+1)
     beam.token_lp = torch.cat([beam.token_lp, torch.tensor([[log_prob]])], dim=1)  # (1, T)
-    if step.homed and beam.home is not None and beam.home.owned_by(beam):
-        beam.extend_cache(None, written=True)  # the step wrote it in place
-    else:
-        beam.extend_cache(step.self_kv, written=step.homed)  # (2L, 1, H, 1, dh)
+    beam.cache.extend([0])
 
 
 def finished(beam: BeamState, opts: SearchOptions, src_len: int) -> bool:

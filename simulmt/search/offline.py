@@ -11,10 +11,8 @@ import torch
 
 from simulmt.model.layers import unstack_kv
 from simulmt.model.transformer import SimulTransformer
+from simulmt.vocab import BOS_ID, EOS_ID, NEVER, PAD_ID
 from simulmt.words import FULL
-
-BOS_ID, EOS_ID, PAD_ID, UNK_ID = 2, 3, 0, 1
-NEVER = [PAD_ID, UNK_ID, BOS_ID]  # ids a decoder never writes
 
 
 def max_target_len(src_len: int, *, ratio: float = 2.0, extra: int = 10) -> int:

@@ -27,11 +27,13 @@ import torch
 from simulmt.data.tokenizer import Tokenizer
 from simulmt.model.state import BeamState, StreamState, reorder, truncate
 from simulmt.policies.base import Action, CommitMode, ModelSignals, Observation, Policy, Signal
+from simulmt.search.agreement import agreed_prefix, agreement
 from simulmt.search.beam import best_hypothesis, expand, finished
-from simulmt.search.offline import EOS_ID, max_target_len
+from simulmt.search.offline import max_target_len
 from simulmt.search.options import SearchOptions, WriteUnit
 from simulmt.search.signals import model_signals, wants_attention
 from simulmt.search.step import StepRequest, StepResult
+from simulmt.vocab import EOS_ID
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,13 @@ class SourceView:
 
 @dataclass(frozen=True)
 class OnlineSearch:
+    """The online beam search of one session: the policy, the search options and the target
+    tokenizer (word boundaries), and no stream state of its own. A driver calls `plan` for the
+    next decoder step a stream needs (it makes every decision that needs no model work on the
+    way: READs, commits, the end of a sentence), runs the steps of many streams as one batch
+    (`run_step`), and hands each result back to `apply`, which extends the beam and commits what
+    the commit rule allows. Everything it changes lives in the stream's `StreamState`."""
+
     policy: Policy
     opts: SearchOptions
     tokenizer: Tokenizer
@@ -339,12 +348,7 @@ class OnlineSearch:
             self._complete(st, len(st.committed))
             st.done = True
             return
-        n_agree = int(getattr(self.policy, "n", 2))
-        agreed = (
-            _agreed_words(st.history[-n_agree:], self.tokenizer)
-            if len(st.history) >= n_agree
-            else 0
-        )
+        agreed = agreed_prefix(st.history, agreement(self.policy), self.tokenizer)
         if agreed > len(st.committed):
             self.commit(st, list(hyp[len(st.committed) : agreed]))
             self._complete(st, len(st.committed))
@@ -360,16 +364,4 @@ def _prune_to_prefix(beam: BeamState, committed: list[int], *, active: bool = Tr
         if not bool(ok.all()):
             reorder(beam, ok.nonzero().flatten())
     beam.complete = [h for h in beam.complete if list(h.tokens[:c]) == committed]
-
-
-def _agreed_words(hyps: list[tuple[int, ...]], tok: Tokenizer) -> int:
-    """Tokens of the longest common prefix of `hyps` that ends on a word boundary in all of them."""
-    lcp = 0
-    while all(len(h) > lcp for h in hyps) and len({h[lcp] for h in hyps}) == 1:
-        lcp += 1
-    if all(len(h) > lcp and tok.is_word_start(h[lcp]) for h in hyps):
-        return lcp
-    while lcp > 0 and not tok.is_word_start(hyps[0][lcp - 1]):
-        lcp -= 1
-    return max(lcp - 1, 0) if lcp > 0 else 0
 

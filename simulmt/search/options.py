@@ -45,10 +45,15 @@ class SearchOptions:
     unit: WriteUnit = WriteUnit.WORD  # latency is felt in words: a WRITE writes a whole word
     max_len_ratio: float = 2.0  # a hypothesis is cut at ratio * |x| + extra tokens
     max_len_extra: int = 10
+    # loop guard (simulmt.search.loops): ban the token that would repeat a cycle of up to this
+    # many tokens a third time in a row; 0 = off (outputs as the model ranks them)
+    loop_guard: int = 0
 
     def __post_init__(self) -> None:
         if self.beam < 1:
             raise ValueError(f"beam must be >= 1, got {self.beam}")
+        if self.loop_guard < 0:
+            raise ValueError(f"loop_guard must be >= 0 (0 = off), got {self.loop_guard}")
         if self.lookahead < 1:
             raise ValueError(f"lookahead must be >= 1, got {self.lookahead}")
         if self.rel_threshold is not None and not 0 < self.rel_threshold < 1:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
-from simulmt.search.offline import BOS_ID, EOS_ID, pad_batch
+from simulmt.search.offline import pad_batch
+from simulmt.vocab import BOS_ID, EOS_ID
 from simulmt.words import FULL, word_ends
 
 

@@ -1,19 +1,22 @@
-"""Beams homed in the pool's target plane: many steps of batched decoding, with the chores
-of a real search in between (truncation, a beam that widens and narrows again, streams that
-finish and are replaced, caches that outgrow the pool), equal full recomputation."""
+"""`DecoderCache`: its operations equal those on a plain tensor, and caches kept in the pool's
+target plane survive many steps of batched decoding with the chores of a real search in between
+(truncation, a beam that widens and narrows again, streams that finish and are replaced, caches
+that outgrow the pool): every step equals full recomputation."""
 
 from __future__ import annotations
 
 import random
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from simulmt.model import batch as step_module
+from simulmt.model.cache import DecoderCache, StepKV
 from simulmt.model.layers import stack_kv
 from simulmt.model.pool import KVPool, PoolShape
 from simulmt.model.state import BeamState, SourceState, reorder, truncate
-from simulmt.search import step as step_module
 from simulmt.search.step import StepRequest, run_step
 from tests.test_model_incremental import CFG, MODEL
 
@@ -49,12 +52,12 @@ class _Stream:
     st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 10_000)), min_size=4, max_size=40),
     st.integers(0, 10_000),
 )
-def test_homed_beams_over_many_steps_equal_full_recomputation(
+def test_pooled_caches_over_many_steps_equal_full_recomputation(
     n_streams: int, script: list[tuple[str, int]], seed: int
 ) -> None:
     rng = random.Random(seed)
     # narrow and short: the pool grows in slots and widths, and long beams outgrow it (their
-    # caches go back to tensors of their own while the rest stay homed)
+    # caches go back to tensors of their own while the rest stay in the pool)
     pool = KVPool(
         PoolShape(2 * CFG.dec_layers, CFG.n_heads, CFG.head_dim, torch.float32),
         slots=2,
@@ -87,13 +90,13 @@ def test_homed_beams_over_many_steps_equal_full_recomputation(
                 reorder(s.beam, torch.tensor([s.beam.size - 1]))
     finally:
         step_module.MAX_FILLER_SHARE = limit
-    for s in streams:  # every cache, homed or not, still holds what recomputation gives
+    for s in streams:  # every cache, pooled or not, still holds what recomputation gives
         _step([s], rng)
 
 
 def _top_slot(streams: list[_Stream | None]) -> int:
     """The list index of the stream in the highest slot."""
-    slots = {i: x.source.cross.index for i, x in enumerate(streams) if x and x.source.cross}
+    slots = {i: x.source.slot.index for i, x in enumerate(streams) if x and x.source.slot}
     return max(slots, key=slots.__getitem__) if slots else -1
 
 
@@ -103,46 +106,103 @@ def _step(streams: list[_Stream], rng: random.Random) -> None:
     results = run_step(MODEL, [StepRequest(s.source, s.beam, s.vis[-1]) for s in streams])
     for s, res in zip(streams, results, strict=True):
         assert (res.log_probs - s.expected()).abs().max() <= 1e-4
-        if s.beam.size == 1 and rng.random() < 0.9:  # as the greedy search extends a beam
-            s.beam.extend_cache(res.self_kv, written=res.homed)
-        else:  # a beam search step keeping every hypothesis in place
-            s.beam.unhome()
-            old = s.beam.self_kv
-            s.beam.self_kv = res.self_kv if old is None else torch.cat([old, res.self_kv], 3)
+        s.beam.cache.extend(list(range(s.beam.size)))  # every hypothesis goes on in place
         new = torch.tensor([[rng.randrange(4, CFG.vocab_size)] for _ in range(s.beam.size)])
         s.beam.tokens = torch.cat([s.beam.tokens, new], dim=1)  # (Bm, T+1)
         s.beam.token_lp = torch.zeros(s.beam.size, s.beam.tokens.shape[1] - 1)
 
 
 def test_a_second_beam_over_a_slot_takes_it_over_and_the_first_keeps_its_cache() -> None:
-    """Re-translation starts a new beam over the same source: homing it evicts the first one,
-    whose cache moves back into a tensor of its own, intact."""
+    """Re-translation starts a new beam over the same source: placing its cache in the slot
+    moves the first one's cache back into a tensor of its own, intact."""
     pool = KVPool(PoolShape(2 * CFG.dec_layers, CFG.n_heads, CFG.head_dim, torch.float32))
     rng = random.Random(1)
     a = _Stream(rng, pool)
     for _ in range(3):
         _step([a], rng)
-    assert a.beam.homed_in(a.source.cross) and a.beam.self_kv is None  # type: ignore[arg-type]
-    cache = a.beam.cache().clone()  # type: ignore[union-attr]
+    assert a.beam.cache.pooled and a.beam.cache.length == 3
+    cache = _view(a.beam.cache).clone()
     b = _Stream(rng, pool)
     b.source, b.src = a.source, a.src
     _step([b], rng)
-    assert b.beam.home is a.source.cross and a.beam.home is None
-    assert a.beam.self_kv is not None and torch.equal(a.beam.self_kv, cache)
+    assert b.beam.cache.pooled and not a.beam.cache.pooled
+    assert torch.equal(_view(a.beam.cache), cache)
     _step([a], rng)  # and it decodes on correctly (taking the slot back)
-    assert b.beam.home is None and b.beam.cached() == 1
+    assert a.beam.cache.pooled and not b.beam.cache.pooled and b.beam.cache.length == 1
 
 
-def test_releasing_a_slot_hands_its_beam_the_cache_first() -> None:
+def test_releasing_a_slot_hands_its_cache_back_first() -> None:
     pool = KVPool(PoolShape(2 * CFG.dec_layers, CFG.n_heads, CFG.head_dim, torch.float32))
     rng = random.Random(2)
     a = _Stream(rng, pool)
     _step([a], rng)
     _step([a], rng)
-    cache = a.beam.cache().clone()  # type: ignore[union-attr]
-    assert a.source.cross is not None
-    a.source.cross.release()
-    assert a.beam.home is None and torch.equal(a.beam.self_kv, cache)  # type: ignore[arg-type]
+    cache = _view(a.beam.cache).clone()
+    assert a.source.slot is not None and a.beam.cache.pooled
+    a.source.slot.release()
+    assert not a.beam.cache.pooled and torch.equal(_view(a.beam.cache), cache)
     other = pool.claim()  # takes the freed slot and overwrites it: a's cache is not there
-    other.adopt(BeamState.start(), torch.ones_like(cache))
-    assert torch.equal(a.beam.self_kv, cache)  # type: ignore[arg-type]
+    tenant = DecoderCache()
+    other.adopt(tenant, torch.ones_like(cache))
+    assert torch.equal(_view(a.beam.cache), cache)
+
+
+def _view(cache: DecoderCache) -> torch.Tensor:
+    view = cache.view()
+    assert view is not None
+    return view
+
+
+# ---- the operations against a plain tensor ------------------------------------------------
+CACHE_OPS = ("extend", "extend", "extend", "select", "truncate", "drop")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(CACHE_OPS), st.integers(0, 10_000)), max_size=30),
+    st.booleans(),
+)
+def test_cache_operations_equal_those_on_a_tensor(
+    script: list[tuple[str, int]], pooled: bool
+) -> None:
+    """extend/select/truncate (and a staged step that is dropped) give what the same edits
+    of a plain (2L, Bm, H, T, dh) tensor give, in a tensor of its own or in a pool slot."""
+    rng = random.Random(len(script))
+    pool = KVPool(PoolShape(2, 1, 2, torch.float32), width=2, max_width=6)
+    slot = pool.claim()
+    cache, ref = DecoderCache(), torch.zeros(2, 1, 1, 0, 2)  # (2L, Bm, H, T, dh)
+    for op, arg in script:
+        rows = ref.shape[1]
+        if pooled and rows == 1 and pool.fits(cache.length + 1):
+            cache.place_in(slot)  # as a pooled step does (a long cache moves out again)
+        new = torch.randn(2, rows, 1, 1, 2)  # the step's new position, (2L, Bm, H, 1, dh)
+        written = cache.pooled and pool.fits(cache.length + 1)
+        if written:  # a pooled step writes it into the slot itself
+            pool.write_target(slot.index, cache.length, new)
+            pool.target_lengths[slot.index] -= 1
+        cache.stage(StepKV(new), 0, rows, written=written)
+        if op == "extend":
+            parents = [rng.randrange(rows) for _ in range(rng.randint(1, 3))] if arg % 4 else [0]
+            cache.extend(parents)
+            ref = torch.cat([ref, new], dim=3)[:, parents]
+        elif op == "select":
+            keep = torch.tensor([rng.randrange(rows) for _ in range(rng.randint(1, 3))])
+            cache.select(keep)
+            ref = ref[:, keep]
+        elif op == "truncate":
+            n = arg % (ref.shape[3] + 1)
+            cache.truncate(n)
+            ref = ref[:, :, :, :n]
+        assert cache.length == ref.shape[3]
+        view = cache.view()
+        assert torch.equal(view, ref) if view is not None else ref.shape[3] == 0
+
+
+def test_extend_needs_a_staged_step() -> None:
+    """A dropped step (the search READ instead) can not be extended by later: truncation or
+    selection in between drops it."""
+    cache = DecoderCache()
+    cache.stage(StepKV(torch.ones(2, 1, 1, 1, 2)), 0, 1)
+    cache.truncate(0)
+    with pytest.raises(ValueError, match="no decoder step staged"):
+        cache.extend([0])

@@ -1,0 +1,43 @@
+"""The loop guard: no hypothesis repeats a short token cycle a third time in a row.
+
+Small models fall into degenerate repetitions on unfamiliar input ("quickly quickly quickly",
+"diagdddiagdddiagdd"); once a hypothesis has written a cycle twice, the model's own history makes
+the third copy ever more likely. The guard bans the one token that would open the third copy
+(of any cycle up to `max_cycle` tokens long), so the search takes its next-best continuation
+instead; a cycle written only twice ("very very") stays allowed. It is an option
+(`SearchOptions.loop_guard`) because it changes outputs; eval/loops.py measures its effect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+REPEATS = 3  # the copy in a row that is banned (eval/loops.py counts three in a row as a loop)
+
+
+def cycle_bans(tokens: Sequence[int], *, max_cycle: int, repeats: int = REPEATS) -> set[int]:
+    """The tokens that would open the `repeats`-th consecutive copy of a cycle of 1..max_cycle
+    tokens at the end of `tokens` (for n = 1..max_cycle: the last (repeats-1)*n tokens are
+    copies of one n-token unit, so writing tokens[-n] would start yet another copy)."""
+    bans: set[int] = set()
+    t = list(tokens)
+    for n in range(1, max_cycle + 1):
+        span = (repeats - 1) * n
+        if span > len(t):
+            break
+        tail = t[len(t) - span :]
+        unit = tail[:n]
+        if all(tail[r * n : (r + 1) * n] == unit for r in range(1, repeats - 1)):
+            bans.add(unit[0])
+    return bans
+
+
+def beam_bans(tokens: torch.Tensor, *, max_cycle: int) -> list[tuple[int, int]]:
+    """(row, token) pairs banned for the next step of each hypothesis of a beam.
+    tokens (Bm, 1 + T): BOS then the written tokens."""
+    span = (REPEATS - 1) * max_cycle
+    tails = tokens[:, 1:][:, -span:].tolist()  # (Bm, <= span): the cycles fit in this tail
+    return [(row, tok) for row, tail in enumerate(tails)
+            for tok in sorted(cycle_bans(tail, max_cycle=max_cycle))]

@@ -1,0 +1,70 @@
+"""The loop guard: no output repeats a short token cycle three times in a row once it is on."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from simulmt.eval.loops import loops
+
+from simulmt.engine import Engine
+from simulmt.search.loops import beam_bans, cycle_bans
+from simulmt.search.options import SearchOptions
+from simulmt.session import Session
+
+
+def third_copy(tokens: list[int], max_cycle: int) -> bool:
+    """Some cycle of 1..max_cycle tokens occurs three times in a row somewhere in `tokens`."""
+    for n in range(1, max_cycle + 1):
+        for s in range(len(tokens) - 3 * n + 1):
+            unit = tokens[s : s + n]
+            if tokens[s + n : s + 2 * n] == unit and tokens[s + 2 * n : s + 3 * n] == unit:
+                return True
+    return False
+
+
+def test_bans_the_token_that_opens_a_third_copy() -> None:
+    assert cycle_bans([5, 7, 7], max_cycle=3) == {7}  # "the the" → not "the" again
+    assert cycle_bans([1, 2, 3, 1, 2, 3], max_cycle=3) == {1}
+    assert cycle_bans([9, 2, 3, 2, 3, 2], max_cycle=3) == {3}  # any phase of the cycle
+    assert cycle_bans([1, 2, 3, 1, 2, 3], max_cycle=2) == set()  # cycle longer than the guard
+    assert cycle_bans([1, 2, 1, 3], max_cycle=4) == set()  # twice is allowed, not a loop yet
+    assert cycle_bans([], max_cycle=4) == set()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 3), max_size=40), st.integers(1, 5))
+def test_writing_only_unbanned_tokens_never_makes_a_third_copy(start: list[int], n: int) -> None:
+    # grow a sequence that starts loop-free, always taking the first token the guard allows:
+    # it never contains a cycle of <= n tokens three times in a row
+    tokens: list[int] = []
+    for tok in start:
+        if tok in cycle_bans(tokens, max_cycle=n):
+            tok = min(set(range(8)) - cycle_bans(tokens, max_cycle=n))
+        tokens.append(tok)
+    assert not third_copy(tokens, n)
+
+
+def test_beam_bans_skip_bos_and_look_per_row() -> None:
+    tokens = torch.tensor([[1, 4, 4], [1, 4, 5]])  # BOS=1, then the written tokens
+    assert beam_bans(tokens, max_cycle=2) == [(0, 4)]
+    assert beam_bans(torch.tensor([[4, 4]]), max_cycle=2) == []  # BOS never counts
+
+
+def test_option_is_validated() -> None:
+    with pytest.raises(ValueError, match="loop_guard"):
+        SearchOptions(loop_guard=-1)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_an_untrained_model_loops_without_the_guard_and_not_with_it(beam: int) -> None:
+    engine = Engine.tiny(seed=0, train_steps=0)  # random weights: "alalalal…" without a guard
+    text = "der Hund sieht die Katze und die Katze sieht den Hund am Morgen ."
+    outputs = {}
+    for guard in (0, 8):
+        s = Session(engine, policy="wait-k:k=2", options=SearchOptions(beam=beam, loop_guard=guard))
+        finals = [u for u in s.push(text) + s.flush() if u.final]
+        outputs[guard] = finals[0].text
+    assert loops(outputs[0])  # else this test would show nothing
+    assert outputs[8] and not loops(outputs[8])
