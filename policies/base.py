@@ -30,6 +30,7 @@ class Signal(enum.Enum):
     DISTRIBUTION = "distribution"  # next-token log-probs of the best hypothesis on x<=j
     LOOKAHEAD = "lookahead"  # next-token log-probs of the best hypothesis on x<=j+1
     DECODER_STATE = "decoder_state"  # top decoder layer output for the best hypothesis
+    ATTENTION = "attention"  # cross-attention of the best hypothesis per source word read
 
 
 class CommitMode(enum.Enum):
@@ -44,6 +45,9 @@ class ModelSignals:
     log_probs: torch.Tensor | None = None  # (V,) next-token log-probs on x<=j
     lookahead_log_probs: torch.Tensor | None = None  # (V,) the same on x<=j+1
     decoder_state: torch.Tensor | None = None  # (D,) top-layer decoder output
+    # (W,) head-averaged last-layer cross-attention of the next token, summed per source word
+    # (W = words read; sums to 1): where the model looks to write the next word
+    attention: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)

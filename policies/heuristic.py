@@ -106,6 +106,8 @@ class WaitIfDiff(_LookaheadPolicy):
     """
 
     name: ClassVar[str] = "wait-if-diff"
+    paper: ClassVar[str] = ("Cho & Esipova 2016, Can neural machine translation do "
+                            "simultaneous translation? (arXiv:1606.02012)")
 
     def write(self, now: torch.Tensor, ahead: torch.Tensor) -> bool:
         return int(now.argmax()) == int(ahead.argmax())
@@ -121,6 +123,8 @@ class WaitIfWorse(_LookaheadPolicy):
     """
 
     name: ClassVar[str] = "wait-if-worse"
+    paper: ClassVar[str] = ("Cho & Esipova 2016, Can neural machine translation do "
+                            "simultaneous translation? (arXiv:1606.02012)")
 
     def write(self, now: torch.Tensor, ahead: torch.Tensor) -> bool:
         best = int(now.argmax())
@@ -164,6 +168,9 @@ class LocalAgreement(BasePolicy):
 
     name: ClassVar[str] = "local-agreement"
     mode: ClassVar[CommitMode] = CommitMode.RETRANSLATION
+    paper: ClassVar[str] = ("Liu et al. 2020, Low-Latency Sequence-to-Sequence Speech "
+                            "Recognition and Translation by Partial Hypothesis Selection, "
+                            "Interspeech; Polák et al. 2022, CUNI-KIT IWSLT")
 
     n: int = field(default=2, metadata={  # 2: LocalAgreement-2, the usual choice
         "help": "hypotheses that must agree on a prefix to commit it (>= 1; 1 commits all)"})

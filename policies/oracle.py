@@ -13,6 +13,12 @@ READ. Rules (`OracleRule`):
   inside it with the whole source; WRITE otherwise (a token the model cannot predict even
   from the full sentence is not worth waiting for).
 
+Units: the walk decides where the search does (`WriteUnit`). With word writes (the default)
+i counts reference *words*: a WRITE writes all tokens of word i+1, and the oracle WRITEs iff
+every one of them passes the rule (with GAIN: is ranked < r now, or could not be with the
+whole source either); the state's features are those of the word's first token, the signal
+the search decides on at a word boundary. With token writes every token is a word.
+
 Efficiently: the walk goes column by column (j = 1, 2, …) for a batch of pairs at once. For
 each j one teacher-forced decoder pass over the whole reference gives the ranks at every i.
 Its visibility is what the online search's decoder sees along the oracle path: tokens written
@@ -20,6 +26,13 @@ earlier keep the visibility of their own WRITE (their cached keys/values), the r
 So the features recorded at each visited state — the decoder state and next-token
 distribution — are exactly those an incremental decode of the reference along that path
 gives the policy at inference (`simulmt.search.online`).
+
+DAgger-style rollouts (Ross et al. 2011): with a `driver` (a trained policy's decision on the
+features), the walk follows the driver instead of the oracle, and every state it visits is
+labelled with the oracle's decision there. A policy trained only on oracle paths never sees
+the states its own mistakes lead to (having read too little or too much); these rows teach
+it what to do there. The path is then the driver's: a row's label no longer says where the
+walk went next.
 """
 
 from __future__ import annotations
@@ -35,6 +48,7 @@ from simulmt.data.tokenizer import Tokenizer
 from simulmt.model.layers import KV
 from simulmt.model.transformer import SimulTransformer
 from simulmt.search.offline import BOS_ID, EOS_ID, pad_batch
+from simulmt.search.options import WriteUnit
 from simulmt.words import word_ends
 
 
@@ -61,6 +75,13 @@ class OraclePair:
     src: tuple[int, ...]  # source token ids
     tgt: tuple[int, ...]  # reference token ids (no BOS/EOS)
     ends: tuple[int, ...]  # source tokens after each word (simulmt.words.word_ends)
+    # index of each reference word's first token (word writes); () = every token is a word
+    tgt_starts: tuple[int, ...] = ()
+
+    @property
+    def bounds(self) -> tuple[int, ...]:
+        """The token index where each decision unit (word or token) starts, then len(tgt)."""
+        return (*(self.tgt_starts or range(len(self.tgt))), len(self.tgt))
 
 
 @dataclass(frozen=True)
@@ -71,7 +92,7 @@ class OracleData:
     labels: torch.Tensor  # (N,) 1.0 = WRITE, 0.0 = READ
     pair: torch.Tensor  # (N,) index of the pair the state belongs to
     src_read: torch.Tensor  # (N,) j
-    tgt_written: torch.Tensor  # (N,) i
+    tgt_written: torch.Tensor  # (N,) i (words, or tokens with token writes)
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])
@@ -96,26 +117,35 @@ class OracleData:
 
 
 def make_pairs(tokenizer: Tokenizer, texts: Sequence[tuple[str, str]], *,
-               max_len: int) -> list[OraclePair]:
+               max_len: int, unit: WriteUnit = WriteUnit.WORD) -> list[OraclePair]:
     """Tokenize; keep pairs with >= 2 source words (one word leaves no decision), a non-empty
-    reference and at most max_len tokens on each side."""
+    reference and at most max_len tokens on each side. `unit`: what one WRITE writes."""
     out = []
     for src_text, tgt_text in texts:
         src, tgt = tokenizer.encode(src_text), tokenizer.encode(tgt_text)
         ends = word_ends(src, tokenizer.is_word_start)
         if len(ends) >= 2 and tgt and len(src) <= max_len and len(tgt) <= max_len:
-            out.append(OraclePair(tuple(src), tuple(tgt), tuple(ends)))
+            starts: tuple[int, ...] = ()
+            if unit is WriteUnit.WORD:
+                starts = tuple(t for t, tok in enumerate(tgt)
+                               if t == 0 or tokenizer.is_word_start(tok))
+            out.append(OraclePair(tuple(src), tuple(tgt), tuple(ends), starts))
     return out
 
 
-def walk_column(ok: Sequence[bool], start: int, n_tokens: int) -> int:
-    """Walk one source prefix: from `start` tokens written, WRITE while the oracle condition
-    `ok[i]` holds for the next token; stop at n_tokens (the next token is EOS: READ).
-    Returns the tokens written when the walk READs."""
+def walk_column(ok: Sequence[bool], start: int, n_units: int) -> int:
+    """Walk one source prefix: from `start` units (words or tokens) written, WRITE while the
+    oracle condition `ok[i]` holds for the next unit; stop at n_units (next is EOS: READ).
+    Returns the units written when the walk READs."""
     i = start
-    while i < n_tokens and ok[i]:
+    while i < n_units and ok[i]:
         i += 1
     return i
+
+
+def unit_ok(ok: Sequence[bool], bounds: Sequence[int]) -> list[bool]:
+    """Per-token oracle conditions -> per unit: every token of the unit passes."""
+    return [all(ok[bounds[u]:bounds[u + 1]]) for u in range(len(bounds) - 1)]
 
 
 def within_top(logits: torch.Tensor, gold: torch.Tensor, r: int) -> torch.Tensor:
@@ -139,10 +169,14 @@ def decode_with_states(model: SimulTransformer, tgt_in: torch.Tensor, cross: lis
     return logits, captured[-1]
 
 
+Driver = Callable[[torch.Tensor], torch.Tensor]  # features (N, F) -> WRITE? (N,) bool
+
+
 @torch.no_grad()
 def oracle_batch(model: SimulTransformer, pairs: Sequence[OraclePair],
-                 cfg: OracleConfig) -> OracleData:
-    """Oracle paths and the features of their states for a batch of pairs (pair = index)."""
+                 cfg: OracleConfig, driver: Driver | None = None) -> OracleData:
+    """Oracle paths and the features of their states for a batch of pairs (pair = index);
+    with a driver, the driver's paths with the oracle's labels (see the module doc)."""
     memory, _ = model.encode(pad_batch([p.src for p in pairs]))  # (B, S, D), causal: pad is inert
     cross = model.cross_kv(memory)  # per layer (B, H, S, dh)
     tgt_in = pad_batch([(BOS_ID, *p.tgt) for p in pairs])  # (B, T)
@@ -153,33 +187,44 @@ def oracle_batch(model: SimulTransformer, pairs: Sequence[OraclePair],
         full = torch.tensor([len(p.src) for p in pairs]).unsqueeze(1).expand(-1, t)  # (B, T)
         always = ~within_top(model.decode(tgt_in, cross, full), gold, cfg.r)
     written_vis = torch.zeros_like(gold)  # (B, T) visibility each written token was computed with
-    pos = [0] * len(pairs)  # reference tokens written per pair
+    bounds = [p.bounds for p in pairs]
+    pos = [0] * len(pairs)  # reference units (words or tokens) written per pair
     parts = []
     for j in range(1, max(len(p.ends) for p in pairs)):
         active = [k for k, p in enumerate(pairs) if len(p.ends) > j]
         idx = torch.tensor(active)  # (A,)
         e = torch.tensor([pairs[k].ends[j - 1] for k in active])  # (A,) visible tokens at x<=j
-        done = torch.arange(t).unsqueeze(0) < torch.tensor([pos[k] for k in active]).unsqueeze(1)
+        written = torch.tensor([bounds[k][pos[k]] for k in active])  # (A,) tokens written
+        done = torch.arange(t).unsqueeze(0) < written.unsqueeze(1)  # (A, T)
         vis = torch.where(done, written_vis[idx], e.unsqueeze(1))  # (A, T)
         sub = [(kk.index_select(0, idx), vv.index_select(0, idx)) for kk, vv in cross]
         logits, states = decode_with_states(model, tgt_in[idx], sub, vis)  # (A, T, V), (A, T, D)
         ok = (within_top(logits, gold[idx], cfg.r) | always[idx]).tolist()
-        rows: list[tuple[int, int, int, int]] = []  # (row in batch, pair, i, write)
+        rows: list[tuple[int, int, int, int, int]] = []  # (batch row, pair, i, token, write)
         for a, k in enumerate(active):
-            end = walk_column(ok[a], pos[k], len(pairs[k].tgt))
-            rows += [(a, k, i, int(i < end)) for i in range(pos[k], end + 1)]
-            written_vis[k, pos[k]:end] = e[a]
+            b, n = bounds[k], len(bounds[k]) - 1
+            units = unit_ok(ok[a], b)
+            if driver is None:
+                end = walk_column(units, pos[k], n)
+            else:  # the driver decides at every state the column could reach
+                cand = [(a, k, i, b[i], 0) for i in range(pos[k], n)]
+                writes = driver(_record(cand, j, logits, states).features).tolist() if cand else []
+                end = pos[k] + walk_column(writes, 0, n - pos[k])
+            rows += [(a, k, i, b[i], int(i < n and units[i])) for i in range(pos[k], end + 1)]
+            written_vis[k, b[pos[k]]:b[end]] = e[a]
             pos[k] = end
         parts.append(_record(rows, j, logits, states))
     return OracleData.cat(parts, model.cfg.d_model + N_SCALARS)
 
 
-def _record(rows: list[tuple[int, int, int, int]], j: int, logits: torch.Tensor,
+def _record(rows: list[tuple[int, int, int, int, int]], j: int, logits: torch.Tensor,
             states: torch.Tensor) -> OracleData:
-    a, k, i, w = (torch.tensor(col) for col in zip(*rows, strict=True))  # each (R,)
-    log_probs = torch.log_softmax(logits[a, i].float(), dim=-1)  # (R, V)
+    """The states of `rows` (batch row, pair, units written i, token index of unit i+1,
+    label) on x<=j: decided on the signals of the next unit's first token."""
+    a, k, i, tok, w = (torch.tensor(col) for col in zip(*rows, strict=True))  # each (R,)
+    log_probs = torch.log_softmax(logits[a, tok].float(), dim=-1)  # (R, V)
     read = torch.full_like(i, j)
-    feats = policy_features(states[a, i], log_probs, read, i, torch.zeros_like(i))  # (R, F)
+    feats = policy_features(states[a, tok], log_probs, read, i, torch.zeros_like(i))  # (R, F)
     return OracleData(feats, w.float(), k, read, i)
 
 
@@ -199,12 +244,14 @@ def batches(pairs: Sequence[OraclePair], max_positions: int) -> list[list[int]]:
 
 
 def generate_oracle(model: SimulTransformer, pairs: Sequence[OraclePair], cfg: OracleConfig,
-                    *, progress: Callable[[int], None] | None = None) -> OracleData:
+                    *, progress: Callable[[int], None] | None = None,
+                    driver: Driver | None = None) -> OracleData:
     """Oracle data of all pairs (pair = index into `pairs`), rows ordered by pair and then along
-    its path; `progress(n)` after each batch of pairs."""
+    its path; `progress(n)` after each batch of pairs. `driver`: walk a policy's paths
+    (DAgger), labelled by the oracle."""
     parts = []
     for group in batches(pairs, cfg.max_positions):
-        data = oracle_batch(model, [pairs[k] for k in group], cfg)
+        data = oracle_batch(model, [pairs[k] for k in group], cfg, driver)
         remap = torch.tensor(group)  # (G,) batch position -> index into pairs
         parts.append(OracleData(data.features, data.labels, remap[data.pair], data.src_read,
                                 data.tgt_written))

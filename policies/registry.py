@@ -150,6 +150,8 @@ def describe(name: str) -> str:
     needs = ", ".join(sorted(s.value for s in cls.needs)) or "none"
     lines.append(f"  signals: {needs}; commit mode: {cls.mode.value}; class: "
                  f"{cls.__module__}:{cls.__qualname__}")
+    if paper := getattr(cls, "paper", ""):  # optional for third-party policies
+        lines.append(f"  paper: {paper}")
     args = arguments(cls)
     lines += [f"  {a.usage()}" for a in args] or ["  (no arguments)"]
     return "\n".join(lines)
@@ -172,6 +174,7 @@ def info(name: str) -> dict[str, Any]:
         "class": f"{cls.__module__}:{cls.__qualname__}",
         "needs": sorted(s.value for s in cls.needs),
         "mode": cls.mode.value,
+        "paper": getattr(cls, "paper", "") or None,
         "arguments": [
             {"name": a.key, "type": a.type_name, "required": a.required,
              "default": _json_default(a),

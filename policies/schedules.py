@@ -81,6 +81,8 @@ class WaitK(FixedSchedule):
     """
 
     name: ClassVar[str] = "wait-k"
+    paper: ClassVar[str] = ("Ma et al. 2019, STACL: Simultaneous Translation with Implicit "
+                            "Anticipation and Controllable Latency, ACL (arXiv:1810.08398)")
 
     k: int = field(default=3, metadata={"help": "source words read before the first write (>= 1)"})
     # 1.0 = plain wait-k (no catch-up); e.g. 1.25 when targets run 25% longer than sources

@@ -230,15 +230,18 @@ class BasePolicy(abc.ABC):
     """Base class for policies that are frozen dataclasses whose fields are spec arguments.
 
     Subclasses are `@dataclass(frozen=True)`, set the ClassVars `name` (the entry-point
-    name), `needs` and `mode`, implement `decide`, and put range checks in `validate`
-    (raise PolicyError). Field metadata: `help` (one line), optionally `key` (spec key when
-    it differs from the field name), `parse` (str -> value) and `type_name`. Values set
-    from Python are type-checked; list[int] values are stored as tuples (hashable).
+    name), `needs`, `mode` and optionally `paper` (the publication the rule comes from, shown
+    by `simulmt policies` so users can cite and compare), implement `decide`, and put range
+    checks in `validate` (raise PolicyError). Field metadata: `help` (one line), optionally
+    `key` (spec key when it differs from the field name), `parse` (str -> value) and
+    `type_name`. Values set from Python are type-checked; list[int] values are stored as
+    tuples (hashable).
     """
 
     name: ClassVar[str]
     needs: ClassVar[frozenset[Signal]] = frozenset()
     mode: ClassVar[CommitMode] = CommitMode.SIMULTANEOUS
+    paper: ClassVar[str] = ""  # "" = no publication (a project heuristic)
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))

@@ -7,6 +7,11 @@ with the model to get oracle READ/WRITE states (simulmt.policies.oracle; progres
 in chunks to OUT.oracle.pt so `--resume` continues), train the network (class-balanced BCE;
 a line per epoch with dev accuracy; the checkpoint OUT is written after every epoch so
 `--resume` continues), then delete the oracle cache. Use it with `learned:path=OUT`.
+
+One DAgger round (Ross et al. 2011): `--dagger PREV.pt` adds the states a trained policy
+visits on the same training pairs, labelled by the oracle (`generate_oracle(driver=...)`), to
+the oracle-path states. The oracle paths alone never show the network the states its own
+READ/WRITE mistakes lead to.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from simulmt.policies.learned_net import (
 )
 from simulmt.policies.learned_train import FitConfig, FitState, fit
 from simulmt.policies.oracle import (
+    Driver,
     OracleConfig,
     OracleData,
     OraclePair,
@@ -41,9 +47,10 @@ from simulmt.policies.oracle import (
 from tqdm import tqdm
 
 from simulmt.data.tokenizer import TokenizerError
+from simulmt.search.options import WriteUnit
 
 log = logging.getLogger(__name__)
-CACHE_FORMAT = "simulmt-oracle-v1"
+CACHE_FORMAT = "simulmt-oracle-v2"  # v2: word-level decision points
 CHUNK_PAIRS = 500  # oracle pairs between cache saves (what an interruption can lose)
 
 
@@ -61,6 +68,9 @@ class JobConfig:
     r: int
     rule: str
     seed: int
+    unit: str = WriteUnit.WORD.value  # the decision points: per target word (or token)
+    dagger: str = ""  # sha256 of the policy file whose rollouts are added ("": none)
+    dagger_threshold: float = 0.5  # its P(WRITE) threshold while rolling out
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,6 +93,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="oracle rule: top-r (Zheng et al. 2019) or gain (READ only where "
                              f"the whole source would bring the token into the top r; default "
                              f"{OracleConfig.rule.value})")
+    parser.add_argument("--unit", choices=[u.value for u in WriteUnit],
+                        default=WriteUnit.WORD.value,
+                        help="decision points of the oracle: per target word, as the search "
+                             "decides (default), or per token (for --unit token evaluation)")
+    parser.add_argument("--dagger", type=Path, default=None, metavar="PREV.pt",
+                        help="one DAgger round: also train on the states this policy (trained "
+                             "for the same model) visits on the training pairs, labelled by "
+                             "the oracle")
+    parser.add_argument("--dagger-threshold", type=float, default=0.5,
+                        help="P(WRITE) threshold of the --dagger policy's rollouts (default 0.5)")
     parser.add_argument("--epochs", type=int, default=FitConfig.epochs,
                         help=f"passes over the oracle states (default {FitConfig.epochs})")
     parser.add_argument("--batch-size", type=int, default=FitConfig.batch_size,
@@ -120,21 +140,48 @@ def _run(args: argparse.Namespace) -> int:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     engine = Engine.load(args.model)
+    if args.dagger is not None and not 0 < args.dagger_threshold < 1:
+        raise ValueError(f"--dagger-threshold must be in (0, 1) (got {args.dagger_threshold})")
     job = JobConfig(model=fingerprint(engine.model), data=str(args.data.resolve()),
                     src=args.src or engine.info.src, tgt=args.tgt or engine.info.tgt,
                     pairs=args.pairs, dev_pairs=args.dev_pairs, max_len=args.max_len,
-                    r=oracle_cfg.r, rule=oracle_cfg.rule.value, seed=args.seed)
+                    r=oracle_cfg.r, rule=oracle_cfg.rule.value, seed=args.seed,
+                    unit=args.unit,
+                    dagger=file_hash(args.dagger) if args.dagger is not None else "",
+                    dagger_threshold=args.dagger_threshold)
     resume = _resume_data(args, job)  # checked before the (long) oracle generation
     start = time.perf_counter()
+    driver = dagger_driver(args.dagger, job, engine) if args.dagger is not None else None
     train, dev = oracle_data(engine, job, oracle_cfg, cache_path(args.out),
-                             resume=args.resume, quiet=args.no_progress)
+                             resume=args.resume, quiet=args.no_progress, driver=driver)
     minutes = (time.perf_counter() - start) / 60
     print(f"oracle: {len(train)} training states ({share(train):.1%} WRITE) from "
-          f"{job.pairs} pairs, {len(dev)} dev states, {minutes:.1f} min")
+          f"{job.pairs} pairs{' and their --dagger rollouts' if driver else ''}, "
+          f"{len(dev)} dev states, {minutes:.1f} min")
     _train(args, engine, job, fit_cfg, (train, dev), resume)
     if not args.keep_oracle:
         cache_path(args.out).unlink(missing_ok=True)
     return 0
+
+
+def dagger_driver(path: Path, job: JobConfig, engine: Any) -> Driver:
+    """The rollout decisions of a trained policy: P(WRITE) >= threshold on the features."""
+    from simulmt.policies.learned import load_net
+
+    net = load_net(path)
+    cfg = engine.model.cfg
+    if (net.cfg.d_state, net.cfg.vocab_size) != (cfg.d_model, cfg.vocab_size):
+        raise ValueError(f"--dagger {path} was trained for another model (decoder state "
+                         f"{net.cfg.d_state}, {net.cfg.vocab_size} tokens)")
+    return lambda features: net.write_prob(features) >= job.dagger_threshold
+
+
+def file_hash(path: Path) -> str:
+    """sha256 of a file (a resumed --dagger run must roll out the same policy)."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    except OSError as e:
+        raise ValueError(f"--dagger {path}: {e}") from None
 
 
 def _train(args: argparse.Namespace, engine: Any, job: JobConfig, fit_cfg: FitConfig,
@@ -210,15 +257,18 @@ def sample_pairs(engine: Any, job: JobConfig, split: str, n: int) -> list[Oracle
     for k in order:
         if len(out) >= n:
             break
-        out += make_pairs(engine.tokenizer, [texts[k]], max_len=job.max_len)
+        out += make_pairs(engine.tokenizer, [texts[k]], max_len=job.max_len,
+                          unit=WriteUnit(job.unit))
     if len(out) < n:
         log.warning("%s split: only %d usable pairs (asked for %d)", split, len(out), n)
     return out
 
 
 def oracle_data(engine: Any, job: JobConfig, cfg: OracleConfig, cache: Path, *, resume: bool,
-                quiet: bool) -> tuple[OracleData, OracleData]:
-    """Training and dev oracle states, generated in chunks saved to `cache` (resumable)."""
+                quiet: bool, driver: Driver | None = None) -> tuple[OracleData, OracleData]:
+    """Training and dev oracle states, generated in chunks saved to `cache` (resumable). With
+    a driver the training pairs are walked twice: along the oracle's paths and along the
+    driver's (pair indices len(pairs)… for the second walk); dev stays on the oracle's."""
     n_features = engine.model.cfg.d_model + N_SCALARS
     saved = _read_cache(cache, job) if resume and cache.exists() else None
     train_pairs = sample_pairs(engine, job, "train", job.pairs)
@@ -226,11 +276,13 @@ def oracle_data(engine: Any, job: JobConfig, cfg: OracleConfig, cache: Path, *, 
     parts = [OracleData(**saved["train"])] if saved else []
     done = int(saved["done"]) if saved else 0
     model = engine.model
-    with tqdm(total=len(train_pairs), initial=done, unit="pair", disable=quiet,
+    walks = [None] if driver is None else [None, driver]
+    with tqdm(total=len(train_pairs) * len(walks), initial=done, unit="pair", disable=quiet,
               desc="oracle") as bar:
-        while done < len(train_pairs):
-            chunk = train_pairs[done:done + CHUNK_PAIRS]
-            data = generate_oracle(model, chunk, cfg, progress=bar.update)
+        while done < len(train_pairs) * len(walks):
+            walk, start = divmod(done, len(train_pairs))
+            chunk = train_pairs[start:start + CHUNK_PAIRS]
+            data = generate_oracle(model, chunk, cfg, progress=bar.update, driver=walks[walk])
             parts.append(OracleData(data.features, data.labels, data.pair + done,
                                     data.src_read, data.tgt_written))
             done += len(chunk)

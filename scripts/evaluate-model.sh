@@ -22,7 +22,7 @@ NT15=(--model "$M" --source "$NEWS/newstest2015-ende.de" --reference "$NEWS/news
       --threads 1 --no-progress --json)
 ( "$BIN/simulmt" eval "${TEST[@]}" --output "$R/test" --sweep "$WAITK" --policy full \
     --policy wait-if-worse --policy wait-if-diff --sweep "confidence:threshold=0.4,0.6,0.8" \
-    --policy local-agreement:n=2 > docs/results-baselines.jsonl
+    --policy local-agreement:n=2 --sweep "alignatt:f=1,2,3,4,5,6" > docs/results-baselines.jsonl
   "$BIN/simulmt" eval "${TEST[@]}" --output "$R/test-token" --unit token --sweep "$WAITK" \
     > docs/results-token-waitk.jsonl ) &
 "$BIN/simulmt" eval "${NT15[@]}" --output "$R/newstest2015" --sweep "$WAITK" \

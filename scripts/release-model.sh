@@ -12,14 +12,19 @@ BIN=${BIN:-.venv/bin}
 M=simulmt/models/de-en
 mkdir -p cache docs
 $BIN/simulmt export --run "$RUN" --out $M --average "${AVERAGE:-2}" --name simulmt-de-en-small
-$BIN/simulmt train-policy --model $M --data "$CORPUS" --out $M/policy.pt --threads 1
+# the learned policy: word-level oracle (4000 pairs), then one DAgger round of that policy
+# on 2000 pairs (README, "Adaptive policies at word level")
+$BIN/simulmt train-policy --model $M --data "$CORPUS" --out cache/policy-round0.pt \
+  --dev-pairs 500 --threads 1
+$BIN/simulmt train-policy --model $M --data "$CORPUS" --out $M/policy.pt --pairs 2000 \
+  --dev-pairs 500 --dagger cache/policy-round0.pt --threads 1
 # every other policy, word level with token-level wait-k beside it, both test sets, the plots
 scripts/evaluate-model.sh $M "$CORPUS"
 EVAL=($BIN/simulmt eval --model $M --source cache/test-1in5.de --reference cache/test-1in5.en
       --groups cache/test-1in5.source --threads 1 --no-progress --json)
-"${EVAL[@]}" --output results/test --sweep "learned:threshold=0.35,0.5,0.65,0.8" \
-  --sweep "learned:threshold=0.5,0.65,0.8,0.9,k_max=2" \
-  --sweep "learned:threshold=0.3,0.5,0.65,0.8,k_max=2,lag_min=1" > docs/results-learned.jsonl &
+"${EVAL[@]}" --output results/test --sweep "learned:threshold=0.5,0.7,0.8,0.9,lag_min=0" \
+  --sweep "learned:threshold=0.4,0.5,0.7,0.8,0.9" \
+  --sweep "learned:threshold=0.5,0.8,k_max=2,lag_min=1" > docs/results-learned.jsonl &
 "${EVAL[@]}" --policy full --beam 5 --output cache/results-beam5 > docs/results-beam5.jsonl
 wait
 $BIN/simulmt plot results/test results/test-token -o docs/curve.png \

@@ -56,7 +56,8 @@ def matched_al(rows: list[dict], window: float = 0.3) -> None:  # type: ignore[t
     adaptive = [
         r for r in rows
         if r["beam"] == 1 and r["policy"].split(":")[0] in ("learned", "confidence",
-                                                              "wait-if-worse", "wait-if-diff")
+                                                              "wait-if-worse", "wait-if-diff",
+                                                              "alignatt")
     ]
     if len(waitk) < 2 or not adaptive:
         return
@@ -88,25 +89,42 @@ def significance(root: Path, samples: int = 1000) -> None:
     from simulmt.eval.matched import Curve, compare_at_matched_al
     from simulmt.eval.quality import segment_statistics
 
-    runs = []
+    runs, laal, bleu, signatures, units = [], {}, {}, set(), set()
     for d in sorted(p for p in root.iterdir() if (p / "scores.json").is_file()):
         scores = read_scores(d)
         if scores.get("beam", 1) != 1:
             continue
         sents = sorted(read_instances(d / "instances.log"), key=lambda s: s.index)
         stats = segment_statistics([s.prediction for s in sents], [s.reference for s in sents])
-        runs.append(Curve(str(scores.get("policy", d.name)), float(scores["al"]), stats))
-    waitk = [c for c in runs if c.name.startswith("wait-k:")]
+        name = str(scores.get("policy", d.name))
+        runs.append(Curve(name, float(scores["al"]), stats))
+        laal[name], bleu[name] = fmt(scores.get("laal")), fmt(scores.get("bleu"))
+        signatures.add(scores.get("bleu_signature", "?"))
+        units.add(scores.get("unit", "token"))  # runs before word writes were token-level
+    if len(units) > 1:  # AL in words and in tokens are not comparable
+        raise SystemExit(f"{root}: runs of different write units {sorted(units)}")
+    waitk = sorted((c for c in runs if c.name.startswith("wait-k:")), key=lambda c: c.al)
     others = [c for c in runs if c.name.split(":")[0] not in ("wait-k", "full")]
-    print("| policy | AL | BLEU | wait-k at this AL (interpolated) | Δ | p (paired bootstrap) |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| wait-k | AL | LAAL | BLEU |")
+    print("|---|---:|---:|---:|")
+    for c in waitk:
+        print(f"| `{c.name}` | {c.al:.2f} | {laal[c.name]} | {bleu[c.name]} |")
+    print()
+    print("| policy | AL | LAAL | BLEU | wait-k at this AL (interpolated) | Δ | "
+          "p (paired bootstrap) |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for curve in others:
         cmp = compare_at_matched_al(curve, waitk, samples=samples)
         if cmp is None:
-            print(f"| `{curve.name}` | {curve.al:.2f} | – | outside wait-k's AL range | – | – |")
+            print(f"| `{curve.name}` | {curve.al:.2f} | {laal[curve.name]} | "
+                  f"{bleu[curve.name]} | outside wait-k's AL range | – | – |")
             continue
-        print(f"| `{cmp.policy}` | {cmp.al:.2f} | {cmp.bleu:.2f} | {cmp.baseline_bleu:.2f} "
+        print(f"| `{cmp.policy}` | {cmp.al:.2f} | {laal[cmp.policy]} | {cmp.bleu:.2f} | "
+              f"{cmp.baseline_bleu:.2f} "
               f"(`{cmp.lower}`–`{cmp.upper}`) | {cmp.delta:+.2f} | {cmp.p_value:.3f} |")
+    print()
+    print(f"BLEU signature: `{' / '.join(sorted(signatures))}`; AL and LAAL in source words "
+          f"({' / '.join(sorted(units))}-level writes); greedy; p one-sided, {samples} resamples")
 
 
 if __name__ == "__main__":

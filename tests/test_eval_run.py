@@ -139,7 +139,9 @@ LINES = [
 ]
 
 
-@pytest.mark.parametrize("policy", ["wait-k:k=2", "confidence:threshold=0.3", "full"])
+@pytest.mark.parametrize(
+    "policy", ["wait-k:k=2", "confidence:threshold=0.3", "alignatt:f=1", "full"]
+)
 def test_continuous_batching_equals_one_line_at_a_time(policy: str) -> None:
     """With a real (tiny, trained) model: 5 lines through 2 slots — lines of different lengths
     finish at different times and their slots are refilled — give each line exactly what it
@@ -289,18 +291,21 @@ def test_eval_cli_errors(files: Path) -> None:
     assert proc.returncode == 2 and "missing.txt" in proc.stderr
 
 
-def test_simuleval_cli_with_adapter_agrees(files: Path, tmp_path: Path, engine: Engine) -> None:
+@pytest.mark.parametrize("policy", ["wait-k:k=2", "alignatt:f=1"])
+def test_simuleval_cli_with_adapter_agrees(
+    files: Path, tmp_path: Path, engine: Engine, policy: str
+) -> None:
     """The real `simuleval` CLI drives our agent; its delays and output equal ours."""
     exe = Path(sys.executable).parent / "simuleval"
     out = tmp_path / "se"
     proc = subprocess.run(
         [str(exe), "--agent-class", "simulmt.eval.simuleval_agent.SimulmtAgent",
          "--source", str(files / "src.txt"), "--target", str(files / "ref.txt"),
-         "--policy", "wait-k:k=2", "--model", str(files / "model"), "--output", str(out),
+         "--policy", policy, "--model", str(files / "model"), "--output", str(out),
          "--latency-metrics", "AL", "LAAL", "AP", "DAL", "--no-progress-bar"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     theirs = read_instances(out / "instances.log")
-    ours = simulate(engine, "wait-k:k=2", SOURCES, REFERENCES, config=SERIAL).stats
+    ours = simulate(engine, policy, SOURCES, REFERENCES, config=SERIAL).stats
     assert [(s.prediction, s.delays) for s in theirs] == [(s.prediction, s.delays) for s in ours]

@@ -20,12 +20,14 @@ from simulmt.policies.oracle import (
     OracleRule,
     generate_oracle,
     make_pairs,
+    unit_ok,
     walk_column,
     within_top,
 )
 
 from simulmt.engine import Engine, _tiny_pairs
-from simulmt.model.layers import unstack_kv
+from simulmt.model.layers import KV, unstack_kv
+from simulmt.model.transformer import SimulTransformer, StepOutput
 from simulmt.search.offline import BOS_ID, EOS_ID
 from simulmt.search.options import SearchOptions, WriteUnit
 from simulmt.session import Session
@@ -40,8 +42,8 @@ def engine() -> Engine:
 
 
 @functools.cache
-def pairs() -> list[OraclePair]:
-    return make_pairs(engine().tokenizer, _tiny_pairs(), max_len=100)
+def pairs(unit: WriteUnit = WriteUnit.WORD) -> list[OraclePair]:
+    return make_pairs(engine().tokenizer, _tiny_pairs(), max_len=100, unit=unit)
 
 
 @functools.cache
@@ -73,6 +75,45 @@ def policy_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 ])
 def test_walk_column(ok: list[bool], start: int, n: int, end: int) -> None:
     assert walk_column(ok, start, n) == end
+
+
+def test_a_word_writes_only_if_all_its_tokens_pass() -> None:
+    """Hand-built: word 1 is tokens 1-2 and its second token fails, so the word walk stops
+    before word 1 although the token walk would write token 1 first."""
+    ok, bounds = [True, True, False, True, True], (0, 1, 3, 5)
+    assert unit_ok(ok, bounds) == [True, False, True]
+    assert walk_column(unit_ok(ok, bounds), 0, 3) == 1  # one word written, then READ
+    assert walk_column(ok, 0, 5) == 2  # per token: two written
+    assert unit_ok(ok, (0, 1, 2, 3, 4, 5)) == ok  # token bounds: every token is a unit
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.booleans(), min_size=1, max_size=20), st.data())
+def test_word_walk_stops_at_the_word_of_the_first_failing_token(ok: list[bool],
+                                                                data: st.DataObject) -> None:
+    cuts = data.draw(st.sets(st.integers(1, len(ok) - 1), max_size=len(ok) - 1)
+                     if len(ok) > 1 else st.just(set()))
+    bounds = (0, *sorted(cuts), len(ok))
+    words = unit_ok(ok, bounds)
+    assert words == [all(ok[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+    end, token_end = walk_column(words, 0, len(words)), walk_column(ok, 0, len(ok))
+    assert bounds[end] <= token_end  # whole words only, never past a failing token
+    if end < len(words):
+        assert bounds[end] <= token_end < bounds[end + 1]  # the failing word holds it
+
+
+def test_word_units_are_the_reference_words() -> None:
+    """Each word-level unit decodes to one whitespace word of the reference."""
+    tok = engine().tokenizer
+    multi = 0
+    for pair in pairs():
+        b = pair.bounds
+        units = [tok.decode(pair.tgt[x:y]) for x, y in zip(b, b[1:], strict=False)]
+        assert units == tok.decode(pair.tgt).split()
+        multi += sum(1 for x, y in zip(b, b[1:], strict=False) if y - x > 1)
+        assert pairs(WriteUnit.TOKEN)[pairs().index(pair)].bounds == (*range(len(pair.tgt)),
+                                                                       len(pair.tgt))
+    assert multi > 0  # some words are several tokens
 
 
 def test_within_top_counts_ties_for_the_gold_token() -> None:
@@ -157,34 +198,130 @@ def test_oracle_paths_are_monotone_walks(rule: OracleRule, r: int) -> None:
         for (j, i, write), (j2, i2, _) in zip(path, path[1:], strict=False):
             assert (j2, i2) == ((j, i + 1) if write else (j + 1, i))
         assert path[-1][0] == len(pair.ends) - 1 and not path[-1][2]  # READs into the last word
-        assert all(i < len(pair.tgt) for _, i, write in path if write)
-        assert not any(write for _, i, write in path if i == len(pair.tgt))  # EOS waits
+        words = len(pair.bounds) - 1  # decisions are per target word
+        is_start = engine().tokenizer.is_word_start
+        assert words == sum(1 for t, tok in enumerate(pair.tgt) if t == 0 or is_start(tok))
+        assert all(i < words for _, i, write in path if write)
+        assert not any(write for _, i, write in path if i == words)  # EOS waits
 
 
-def test_oracle_features_match_incremental_decoding() -> None:
+@pytest.mark.parametrize("unit", [WriteUnit.WORD, WriteUnit.TOKEN])
+def test_oracle_features_match_incremental_decoding(unit: WriteUnit) -> None:
     """What the online search's decoder gives the policy along the oracle path, step by step
-    with a key/value cache, equals the recorded features."""
-    model, data = engine().model, oracle()
+    with a key/value cache, equals the recorded features: at each decision, those of the next
+    word's first token (of the next token with token writes)."""
+    model = engine().model
+    data = generate_oracle(model, pairs(unit), OracleConfig(max_positions=96))
     for k in (0, 7):
-        pair = pairs()[k]
+        pair = pairs(unit)[k]
+        bounds = pair.bounds
         rows = (data.pair == k).nonzero().flatten()
         memory, _ = model.encode(torch.tensor([pair.src]))  # (1, S, D)
         cross = model.cross_kv(memory)
         tokens = [BOS_ID, *pair.tgt]
-        past = None
+        past: torch.Tensor | None = None
+
         for row, (j, i, write) in zip(rows.tolist(), data.path(k), strict=True):
             valid = (torch.arange(len(pair.src)) < pair.ends[j - 1]).unsqueeze(0)  # (1, S)
-            cached = 0 if past is None else past.shape[3]
-            past_valid = None if past is None else torch.ones(1, cached, dtype=torch.bool)
-            with torch.no_grad():
-                out = model.decode_step(torch.tensor([tokens[i]]), torch.tensor([i]),
-                                        None if past is None else unstack_kv(past),
-                                        past_valid, cross, valid)
+            out = _step(model, tokens, bounds[i], past, cross, valid)
             feats = policy_features(out.state, out.log_probs, torch.tensor([j]),
                                     torch.tensor([i]), torch.tensor([0.0]))
             torch.testing.assert_close(feats[0], data.features[row], atol=2e-4, rtol=1e-4)
-            if write:
-                past = out.self_kv if past is None else torch.cat([past, out.self_kv], dim=3)
+            if write:  # the whole word is written on x<=j
+                for t in range(bounds[i], bounds[i + 1]):
+                    out = out if t == bounds[i] else _step(model, tokens, t, past, cross, valid)
+                    past = out.self_kv if past is None else torch.cat([past, out.self_kv], 3)
+
+
+@pytest.mark.parametrize(("rule", "r"), [(OracleRule.TOP_R, 1), (OracleRule.GAIN, 2)])
+def test_word_labels_need_every_token_of_the_word(rule: OracleRule, r: int) -> None:
+    """Recomputed independently along each oracle path: a state WRITEs iff every token of the
+    next reference word, decoded incrementally on x<=j as a word write would, ranks < r (or,
+    with GAIN, would not with the whole source either); the last state of a column READs."""
+    data = oracle(rule, r)
+    for k in range(len(pairs())):
+        moves = [i2 > i for (_, i, _), (_, i2, _) in zip(data.path(k), data.path(k)[1:],
+                                                          strict=False)]
+        assert moves == [w for _, _, w in data.path(k)[:-1]]  # oracle paths follow the labels
+    assert check_labels(data, rule, r) > 0  # a first-token-only rule would be wrong there
+
+
+def confident(features: torch.Tensor) -> torch.Tensor:
+    """A driver unlike the oracle: WRITE iff the next token's top probability >= 0.2."""
+    return features[:, engine().model.cfg.d_model + 1] >= 0.2
+
+
+@pytest.mark.parametrize(("rule", "r"), [(OracleRule.TOP_R, 1), (OracleRule.GAIN, 2)])
+def test_dagger_rollouts_follow_the_driver_with_oracle_labels(rule: OracleRule, r: int) -> None:
+    """With a driver the walk goes where the driver says (checked on the recorded features)
+    and every visited state still carries the oracle's label, recomputed independently."""
+    model = engine().model
+    data = generate_oracle(model, pairs(), OracleConfig(r=r, rule=rule, max_positions=96),
+                           driver=confident)
+    off_path = 0
+    for k, pair in enumerate(pairs()):
+        path = data.path(k)
+        rows = (data.pair == k).nonzero().flatten()
+        wants = confident(data.features[rows]).tolist()
+        words = len(pair.bounds) - 1
+        for (j, i, label), (j2, i2, _), want in zip(path, path[1:], wants, strict=False):
+            assert (j2, i2) == ((j, i + 1) if want and i < words else (j + 1, i))
+            off_path += label != (want and i < words)
+        assert path[0][:2] == (1, 0) and path[-1][0] == len(pair.ends) - 1
+    assert off_path > 0  # the driver disagrees with the oracle somewhere: new states
+    check_labels(data, rule, r)
+    # a driver that never writes visits (j, 0) only: the oracle's first-word labels per j
+    never = generate_oracle(model, pairs(), OracleConfig(r=r, rule=rule),
+                            driver=lambda f: torch.zeros(len(f), dtype=torch.bool))
+    for k, pair in enumerate(pairs()):
+        assert [(j, i) for j, i, _ in never.path(k)] == [(j, 0) for j in range(1, len(pair.ends))]
+    check_labels(never, rule, r)
+
+
+def check_labels(data: OracleData, rule: OracleRule, r: int) -> int:
+    """Assert every row's label is the word-level oracle rule, recomputed by incremental
+    decoding along the recorded path (a move to i+1 is a word write on x<=j). Returns how
+    many states had a passing first token but a failing later one."""
+    model = engine().model
+    mixed = 0
+    for k, pair in enumerate(pairs()):
+        bounds, tokens = pair.bounds, [BOS_ID, *pair.tgt]
+        memory, _ = model.encode(torch.tensor([pair.src]))  # (1, S, D)
+        cross = model.cross_kv(memory)
+        with torch.no_grad():
+            full = model.decode(torch.tensor([tokens]), cross,
+                                torch.full((1, len(tokens)), len(pair.src)))[0]  # (T, V)
+        gold = [*pair.tgt, EOS_ID]
+        past: torch.Tensor | None = None
+        path = data.path(k)
+        for n, (j, i, write) in enumerate(path):
+            if i == len(bounds) - 1:  # next is EOS: never written before the source ends
+                assert not write
+                continue
+            valid = (torch.arange(len(pair.src)) < pair.ends[j - 1]).unsqueeze(0)  # (1, S)
+            word_past, passes = past, []
+            for t in range(bounds[i], bounds[i + 1]):
+                out = _step(model, tokens, t, word_past, cross, valid)
+                rank = int((out.log_probs[0] > out.log_probs[0, gold[t]]).sum())
+                hopeless = int((full[t] > full[t, gold[t]]).sum()) >= r
+                passes.append(rank < r or (rule is OracleRule.GAIN and hopeless))
+                word_past = out.self_kv if word_past is None else torch.cat(
+                    [word_past, out.self_kv], 3)
+            assert write == all(passes)
+            mixed += passes[0] and not all(passes)
+            if n + 1 < len(path) and path[n + 1][1] == i + 1:  # the walk wrote word i+1
+                past = word_past
+    return mixed
+
+
+def _step(model: SimulTransformer, tokens: list[int], t: int, past: torch.Tensor | None,
+          cross: list[KV], valid: torch.Tensor) -> StepOutput:
+    """One incremental decoder step feeding tokens[t] at position t."""
+    past_valid = None if past is None else torch.ones(1, past.shape[3], dtype=torch.bool)
+    with torch.no_grad():
+        return model.decode_step(torch.tensor([tokens[t]]), torch.tensor([t]),
+                                 None if past is None else unstack_kv(past), past_valid, cross,
+                                 valid)
 
 
 # ---- training ------------------------------------------------------------------------
@@ -217,7 +354,7 @@ def test_spec_round_trip(policy_file: Path) -> None:
     assert policy.spec() == spec
     assert load_policy(policy.spec()) == policy
     assert load_policy(f"learned:path={policy_file}").spec() == (
-        f"learned:threshold=0.5,k_min=1,k_max=0,lag_min=0,path={policy_file}")
+        f"learned:threshold=0.5,k_min=1,k_max=0,lag_min=1,path={policy_file}")
 
 
 def test_missing_checkpoints_say_how_to_train_one(tmp_path: Path,
@@ -290,6 +427,8 @@ def test_decide_rules_and_threshold(policy_file: Path) -> None:
     assert eager.decide(Observation(4, 3, False, 6, sig)) is W  # lag 1: the network writes
     assert eager.decide(Observation(3, 3, False, 6, sig)) is R  # lag 0 < lag_min: never ahead
     assert LearnedPolicy(threshold=1e-6, path=str(policy_file)).decide(
+        Observation(3, 3, False, 6, sig)) is R  # lag_min=1 by default
+    assert LearnedPolicy(threshold=1e-6, lag_min=0, path=str(policy_file)).decide(
         Observation(3, 3, False, 6, sig)) is W  # without the bound it would have written
     with pytest.raises(PolicyError, match="needs Signal.DISTRIBUTION and Signal.DECODER_STATE"):
         policy.decide(Observation(3, 1, False, 3, None))
@@ -336,10 +475,10 @@ def test_session_guarantees(policy_file: Path, threshold: float, k_min: int, k_m
 
 
 def test_threshold_spans_the_latency_range(policy_file: Path) -> None:
-    """In the unit its oracle walks (target tokens; a word-level oracle is still to come)."""
+    """At word level, the unit its oracle walks."""
     def mean_delay(threshold: float) -> float:
         results = run_session(LearnedPolicy(threshold=threshold, path=str(policy_file)),
-                              SENTENCES[:12], unit=WriteUnit.TOKEN)
+                              SENTENCES[:12])
         delays = [d / n for _, ds, n in results for d in ds]
         return sum(delays) / len(delays)
 

@@ -55,7 +55,7 @@ def test_train_policy_end_to_end(folders: tuple[Path, Path], tmp_path: Path,
     data = torch.load(out, map_location="cpu", weights_only=True)  # plain tensors/primitives
     assert data["meta"]["model"] == "tiny" and len(data["meta"]["history"]) == 3
     policy = load_policy(f"learned:threshold=0.4,path={out}")
-    assert policy.spec() == f"learned:threshold=0.4,k_min=1,k_max=0,lag_min=0,path={out}"
+    assert policy.spec() == f"learned:threshold=0.4,k_min=1,k_max=0,lag_min=1,path={out}"
 
     # resume: three more epochs continue the same run (same oracle settings)
     assert main(command(folders, out, "--epochs", "6", "--resume")) == 0
@@ -118,3 +118,37 @@ def test_bad_inputs(folders: tuple[Path, Path], tmp_path: Path, caplog: pytest.L
     args = args[:pos] + list(change) + args[pos + 2:] if change[0] in args else args + list(change)
     assert main(args) == 2
     assert message in caplog.text
+
+
+def test_dagger_round_adds_the_policys_rollouts(folders: tuple[Path, Path], tmp_path: Path,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    """--dagger PREV: the oracle-path states of a plain run, then the same pairs walked by
+    PREV (pair ids shifted by the pair count), labelled by the oracle; the job records
+    PREV's hash, so a resume with another policy file is refused."""
+    prev, out = tmp_path / "prev.pt", tmp_path / "dagger.pt"
+    assert main(command(folders, prev, "--epochs", "2", "--keep-oracle")) == 0
+    plain = torch.load(tp.cache_path(prev), weights_only=True)["train"]
+    assert main(command(folders, out, "--epochs", "1", "--keep-oracle", "--dagger", str(prev),
+                        "--dagger-threshold", "0.7")) == 0
+    cache = torch.load(tp.cache_path(out), weights_only=True)
+    assert cache["job"]["dagger"] == tp.file_hash(prev) and cache["done"] == 48
+    got = cache["train"]
+    first = got["pair"] < 24
+    for key in ("features", "labels", "pair", "src_read", "tgt_written"):
+        torch.testing.assert_close(got[key][first], plain[key])  # the oracle paths unchanged
+    rolled = ~first
+    assert int(rolled.sum()) > 0 and int(got["pair"][rolled].min()) >= 24
+    net = load_policy(f"learned:path={prev}").net
+    assert net is not None
+    wants = (net.write_prob(got["features"][rolled]) >= 0.7).tolist()
+    # along a rollout, a WRITE move follows exactly where PREV wants to write (below EOS)
+    steps = list(zip(got["pair"][rolled].tolist(), got["src_read"][rolled].tolist(),
+                     got["tgt_written"][rolled].tolist(), wants, strict=True))
+    for (k, j, i, want), (k2, j2, i2, _) in zip(steps, steps[1:], strict=False):
+        if k2 == k:
+            assert want == (i2 == i + 1) or (want and j2 == j + 1)  # EOS waits even if wanted
+
+    other = tmp_path / "other.pt"
+    assert main(command(folders, other, "--epochs", "1", "--seed", "3")) == 0
+    assert main(command(folders, out, "--epochs", "1", "--dagger", str(other), "--resume")) == 2
+    assert "other settings" in caplog.text

@@ -55,6 +55,9 @@ def test_policies_json(example_installed: None, capsys: pytest.CaptureFixture[st
     assert [(a["name"], a["type"], a["default"]) for a in data["wait-k"]["arguments"]] == [
         ("k", "int", 3), ("r", "float", 1.0)]
     assert data["wait-if-diff"]["needs"] == ["distribution", "lookahead"]
+    assert "arXiv:2305.11408" in data["alignatt"]["paper"]  # AlignAtt, Papi et al. 2023
+    assert "arXiv:1909.01559" in data["learned"]["paper"]  # Zheng et al. 2019
+    assert data[EXAMPLE]["paper"] is None and data["confidence"]["paper"] is None
 
 
 def test_policies_one_name(capsys: pytest.CaptureFixture[str]) -> None:
@@ -62,13 +65,19 @@ def test_policies_one_name(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert out.startswith("confidence — ")
     assert "wait-k" not in out
+    assert "paper:" not in out  # a project heuristic cites nothing
+
+
+def test_policies_cite_their_papers(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["policies", "alignatt"]) == 0
+    assert "  paper: Papi, Turchi & Negri 2023, AlignAtt" in capsys.readouterr().out
 
 
 def test_policies_unknown_name(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["policies", "wait-q"]) == 2
     err = capsys.readouterr().err
     assert "unknown policy 'wait-q'" in err
-    assert "available policies: confidence, full" in err
+    assert "available policies: alignatt, confidence, full" in err
 
 
 def test_example_plugin_loads_by_spec(example_installed: None) -> None:

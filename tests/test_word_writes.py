@@ -36,6 +36,7 @@ POLICIES = [
     "wait-k:k=3,r=1.5",
     "schedule:g=[1,1,3,4]",
     "confidence:threshold=0.3",
+    "alignatt:f=2",
     "local-agreement:n=2",
     "full",
 ]

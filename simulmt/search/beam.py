@@ -59,7 +59,7 @@ def expand(
         and step.top != EOS_ID
         and (forbid is None or not bool(forbid[step.top]))
         and (0, step.top) not in bans
-        and step.attention is None
+        and not opts.needs_attention
         and beam.length < max_len
     ):  # greedy, and the best token is not EOS: the general path would keep exactly it
         _advance_one(beam, step.top, step.top_log_prob)
@@ -92,7 +92,7 @@ def expand(
         else:
             parents.append(parent)
             tokens.append(tok)
-    _advance(beam, parents, tokens, lp, step)
+    _advance(beam, parents, tokens, lp, step, coverage=opts.needs_attention)
 
 
 @functools.lru_cache(maxsize=8)
@@ -116,9 +116,17 @@ def _complete(
 
 
 def _advance(
-    beam: BeamState, parents: list[int], tokens: list[int], lp: torch.Tensor, step: StepResult
+    beam: BeamState,
+    parents: list[int],
+    tokens: list[int],
+    lp: torch.Tensor,
+    step: StepResult,
+    *,
+    coverage: bool,
 ) -> None:
-    """Row i of the new beam continues hypothesis parents[i] with tokens[i]."""
+    """Row i of the new beam continues hypothesis parents[i] with tokens[i]. `coverage`: also
+    track each hypothesis' cross-attention for the coverage penalty (a policy may ask for
+    attention without it)."""
     beam.cache.extend(parents)
     if not parents:  # every surviving candidate ended: no active hypotheses remain
         beam.tokens = beam.tokens[:0]
@@ -137,7 +145,7 @@ def _advance(
         old_tokens, old_lp = beam.tokens.index_select(0, idx), beam.token_lp.index_select(0, idx)
     beam.tokens = torch.cat([old_tokens, new_tok], dim=1)  # (Bm', T+1)
     beam.token_lp = torch.cat([old_lp, chosen], dim=1)  # (Bm', T)
-    if step.attention is not None:
+    if coverage and step.attention is not None:
         row = step.attention.unsqueeze(1)  # (Bm, 1, S)
         if beam.attn is not None:
             old = beam.attn

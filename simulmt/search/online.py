@@ -31,6 +31,7 @@ from simulmt.search.agreement import agreed_prefix, agreement
 from simulmt.search.beam import best_hypothesis, expand, finished
 from simulmt.search.offline import max_target_len
 from simulmt.search.options import SearchOptions, WriteUnit
+from simulmt.search.signals import model_signals, wants_attention
 from simulmt.search.step import StepRequest, StepResult
 from simulmt.vocab import EOS_ID
 
@@ -117,6 +118,10 @@ class OnlineSearch:
         starts = [i for i, tok in enumerate(tail) if self.tokenizer.is_word_start(tok)]
         return tail[: starts[-1]] if starts else []
 
+    @functools.cached_property
+    def _attention(self) -> bool:
+        return wants_attention(self.policy, self.opts)
+
     # ---- planning ------------------------------------------------------------------
     def plan(self, st: StreamState, src: SourceView, now: float) -> StepRequest | None:
         if self.policy.mode is CommitMode.RETRANSLATION:
@@ -156,7 +161,7 @@ class OnlineSearch:
         look = 0
         if signals and Signal.LOOKAHEAD in self.policy.needs and st.words_read < src.n_words:
             look = st.source.visible(st.words_read + 1)
-        return StepRequest(st.source, st.beam, visible, self.opts.needs_attention, look)
+        return StepRequest(st.source, st.beam, visible, self._attention, look)
 
     def _kept_signals(self, st: StreamState, src: SourceView) -> ModelSignals | None:
         """The signals kept from the step that found the last word boundary, if a decision
@@ -272,7 +277,7 @@ class OnlineSearch:
             return
         fin = self.source_finished(st, src)
         if st.word_start is None and self.policy.needs and not fin:  # a decision step
-            signals = _signals(self.policy, res)
+            signals = model_signals(self.policy, res, st.source, st.words_read)
             if self.policy.decide(self.observe(st, src, signals)) is Action.READ:
                 if st.words_read < src.n_words:
                     self.read(st)
@@ -294,7 +299,8 @@ class OnlineSearch:
             return
         self._write(st)
         if self.by_word and st.word_start is None and self.policy.needs:
-            st.signals = _signals(self.policy, res)  # the next decision's, if no READ comes
+            # the next decision's, if no READ comes
+            st.signals = model_signals(self.policy, res, st.source, st.words_read)
 
     # ---- re-translation (LocalAgreement) -----------------------------------------------
     @functools.cached_property
@@ -318,7 +324,7 @@ class OnlineSearch:
                 return None
             st.redecode = BeamState.start(list(st.committed))
         return StepRequest(
-            st.source, st.redecode, st.source.visible(st.words_read), self.opts.needs_attention
+            st.source, st.redecode, st.source.visible(st.words_read), self._attention
         )
 
     def _apply_retranslation(self, st: StreamState, src: SourceView, res: StepResult) -> None:
@@ -346,14 +352,6 @@ class OnlineSearch:
         if agreed > len(st.committed):
             self.commit(st, list(hyp[len(st.committed) : agreed]))
             self._complete(st, len(st.committed))
-
-
-def _signals(policy: Policy, res: StepResult) -> ModelSignals:
-    return ModelSignals(
-        log_probs=res.log_probs[0] if Signal.DISTRIBUTION in policy.needs else None,
-        lookahead_log_probs=res.lookahead_log_probs,
-        decoder_state=res.state[0] if Signal.DECODER_STATE in policy.needs else None,
-    )
 
 
 def _prune_to_prefix(beam: BeamState, committed: list[int], *, active: bool = True) -> None:
