@@ -17,11 +17,13 @@ import logging
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from simulmt.segment.model import SegmenterNet
-from simulmt.segment.stream import Decision, cut_point
 from simulmt.words import ends_sentence
+
+if TYPE_CHECKING:  # no torch at import: clients import `Segmentation` from here
+    from simulmt.segment.model import SegmenterNet
+    from simulmt.segment.stream import Decision
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +104,8 @@ class SentenceCutter:
         self.detector = detector if mode is Segmentation.AUTO else None
         self._cut_with = detector.cut_point if detector is not None else None
         if self._cut_with is None and cut_net is not None:
+            from simulmt.segment.stream import cut_point
+
             net = cut_net
             self._cut_with = lambda words, *, window=20: cut_point(net, words, window=window)
         self.max_words, self.max_tokens = max_words, max_tokens
