@@ -88,6 +88,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--lookahead",
+        "--segment-lookahead",  # the name `simulmt translate` uses (its --lookahead is the beam's)
+        dest="lookahead",
         type=int,
         default=None,
         help="auto only: words the detector reads past a boundary before deciding",

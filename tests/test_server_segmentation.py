@@ -89,14 +89,31 @@ async def test_auto_is_refused_when_the_model_has_no_detector_and_the_default_fa
     assert [m["source"] for m in client if m["type"] == "final"] == ["ich habe heute . wir gehen"]
 
 
-@pytest.mark.parametrize("lookahead", [0, 9])
-async def test_the_detectors_lookahead_is_checked(lookahead: int) -> None:
+@pytest.mark.parametrize(
+    ("lookahead", "refusal"),
+    [
+        (0, None),
+        (5, "lookahead must be in 0..4"),  # the protocol allows it, this detector does not
+        (9, "integer in 0..8"),  # the protocol's own bound
+    ],
+)
+async def test_the_detectors_lookahead_is_checked(lookahead: int, refusal: str | None) -> None:
     async with running(load=engine_with_detector) as server:
         messages = await _start(server, segmentation="auto", lookahead=lookahead)
-    if lookahead == 0:
+    if refusal is None:
         assert [m["source"] for m in messages if m["type"] == "final"] == [
             "ich habe heute . wir gehen"  # this detector never ends a sentence
         ]
     else:
-        assert messages[-1]["code"] == "bad_start"
-        assert "0..8" in str(messages[-1]["message"])
+        assert messages[-1]["type"] == "error" and messages[-1]["code"] == "bad_start"
+        assert refusal in str(messages[-1]["message"])
+
+
+async def test_segmentation_values_are_refused_with_the_accepted_ones() -> None:
+    async with running(load=engine_with_detector) as server:
+        bad = await _start(server, segmentation="sentences")
+        clash = await _start(server, segmentation="client", lookahead=2)
+    assert bad[-1]["code"] == "bad_start" and bad[-1]["fatal"] is True
+    assert "accepted: 'punctuation', 'client', 'auto'" in str(bad[-1]["message"])
+    assert clash[-1]["code"] == "bad_start"
+    assert "applies to segmentation 'auto' only" in str(clash[-1]["message"])
