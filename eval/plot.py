@@ -53,6 +53,8 @@ def points_from_scores(records: Sequence[Mapping[str, object]]) -> list[CurvePoi
         # learned:threshold=…,k_max=2 is its own line beside learned:threshold=…
         setting, *fixed = settings.split(",") if settings else [""]
         family = f"{name} {','.join(fixed)}" if fixed else name
+        if r.get("unit") == "token":  # token-level writes (the first releases): a curve of its own
+            family += " (token-level)"
         points.append(CurvePoint(family, setting, float(al), float(bleu)))
     return points
 

@@ -206,16 +206,16 @@ def engine() -> Engine:
 def test_evaluate_long_form_streams_each_document_as_one_sequence(engine: Engine) -> None:
     doc = Document("d", (("a", "b", "c."), ("d", "e", "f", "g.")), ("the", "the the"))
     result, (rec,) = evaluate_long_form(engine, "wait-k:k=2", [doc])
-    # the session splits at "." today; in each sentence wait-2 writes n-2 words, each shown
-    # when the next source word arrives; the delays count words of the whole document
+    # the session splits at "." here; in each sentence word-level wait-2 writes word i once
+    # i + 1 source words are read; the delays count words of the whole document
     assert rec.stats.prediction == "the the the"
-    assert rec.stats.delays == (3, 6, 7)
+    assert rec.stats.delays == (2, 5, 6)
     assert rec.segments == ("the", "the the")
     assert result.quality.chrf == pytest.approx(100.0)
     laal = [x.stream_laal for x in rec.latency if x is not None]
-    # sentence 1: d=3 reaches |X|=3 at once: 3;  sentence 2 starts after 3 words: delays
-    # 6,7 -> 3,4 over 4 source words, γ = 2/4: (3 + (4 - 2)) / 2
-    assert laal == pytest.approx([3.0, 2.5])
+    # sentence 1: one word at d=2 of |X|=3: 2;  sentence 2 starts after 3 words: delays
+    # 5,6 -> 2,3 over 4 source words, γ = 2/4: (2 + (3 - 2)) / 2
+    assert laal == pytest.approx([2.0, 1.5])
 
 
 def test_eval_cli_long_form(

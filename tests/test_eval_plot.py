@@ -47,6 +47,9 @@ def test_points_group_by_family() -> None:
     assert {p.family for p in points} == {"wait-k", "confidence", "full"}
     band = points_from_scores([{"policy": "learned:threshold=0.5,k_max=2", "al": 3, "bleu": 17}])
     assert band == [CurvePoint("learned k_max=2", "threshold=0.5", 3.0, 17.0)]
+    units = points_from_scores([{"policy": "wait-k:k=3", "al": 3, "bleu": 20, "unit": u}
+                                for u in ("token", "word")])
+    assert [p.family for p in units] == ["wait-k (token-level)", "wait-k"]
 
 
 def test_plot_errors(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
