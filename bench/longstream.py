@@ -1,7 +1,7 @@
 """An endless unpunctuated stream through `simulmt serve` with the bundled model: no word lost.
 
     .venv/bin/python bench/longstream.py --source ../shared/corpora/newstest/newstest2015-ende.de \\
-        --words 10000 [--segmentation auto] [--policy wait-k:k=3] [--port 8791]
+        --words 10000 [--segmentation auto] [--lookahead 2] [--policy wait-k:k=3] [--model DIR]
 
 Starts a server (its default segmentation: auto with the bundled detector), streams the first
 N words of the source in its recognizer view (lowercased, no punctuation), five words a
@@ -44,6 +44,8 @@ def main() -> int:
     p.add_argument("--words", type=int, default=10_000)
     p.add_argument("--policy", default="wait-k:k=3")
     p.add_argument("--segmentation", default=None, help="default: the server's (auto)")
+    p.add_argument("--lookahead", type=int, default=None, help="default: the server's (2)")
+    p.add_argument("--model", type=Path, default=None, help="default: the bundled model")
     p.add_argument("--port", type=int, default=8791)
     args = p.parse_args()
     text = recognizer_view(" ".join(args.source.read_text(encoding="utf-8").splitlines()))
@@ -52,6 +54,8 @@ def main() -> int:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     simulmt = str(Path(sys.executable).parent / "simulmt")
     cmd = [simulmt, "serve", "--port", str(args.port), "--threads", "1"]
+    if args.model is not None:
+        cmd += ["--model", str(args.model)]
     server = subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL)
     try:
         wait_ready(args.port)
@@ -62,6 +66,7 @@ def main() -> int:
                 paced(chunks, 0),
                 policy=args.policy,
                 segmentation=args.segmentation,
+                lookahead=args.lookahead,
             )
         )
         wall = time.perf_counter() - t
@@ -81,6 +86,7 @@ def main() -> int:
         "finals_at_60": sum(n == 60 for n in lengths),
         "policy": args.policy,
         "segmentation": args.segmentation or "server default",
+        "lookahead": args.lookahead,
         "wall_s": round(wall, 1),
     }
     print(json.dumps(result))
