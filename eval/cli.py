@@ -25,6 +25,7 @@ from simulmt.eval.sweep import expand_sweep
 from simulmt.runtime import DTYPE_NAMES
 from simulmt.search.options import Scoring, WriteUnit
 from simulmt.segment.views import SourceStyle, recognizer_view
+from simulmt.sentences import Segmentation
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +143,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="asr: lowercase the source and strip its punctuation (a speech recognizer's view)",
     )
     a(
+        "--segmentation",
+        choices=[m.value for m in Segmentation],
+        default=Segmentation.PUNCTUATION.value,
+        help="what ends a sentence inside a line or document: punctuation (default), client "
+        "(nothing: only the line's or document's end, and the length limit) or auto (the "
+        "model's boundary detector, segmenter.pt; for --source-style asr --long-form)",
+    )
+    a(
+        "--lookahead",
+        "--segment-lookahead",  # the name `simulmt translate` uses (its --lookahead is the beam's)
+        dest="lookahead",
+        type=int,
+        default=2,
+        help="--segmentation auto: words the detector reads past a boundary (default 2)",
+    )
+    a(
         "--groups",
         type=Path,
         default=None,
@@ -224,6 +241,8 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
         alpha=args.alpha,
         unit=WriteUnit(args.unit),
         loop_guard=args.loop_guard,
+        segmentation=Segmentation(args.segmentation),
+        lookahead=args.lookahead,
     )
 
 

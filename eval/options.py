@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulmt.search.options import Scoring, SearchOptions, WriteUnit
+from simulmt.sentences import Segmentation
 
 __all__ = ["RunConfig"]
 
@@ -18,6 +19,10 @@ class RunConfig:
     alpha: float = SearchOptions.alpha  # GNMT length-normalization exponent
     unit: WriteUnit = SearchOptions.unit  # what one WRITE writes: a word (default) or a token
     loop_guard: int = SearchOptions.loop_guard  # ban 3rd copies of token cycles up to this long
+    # what ends a sentence inside a line or document: punctuation keeps sentence-level results
+    # comparable with earlier runs; auto (the boundary detector) is for unpunctuated streams
+    segmentation: Segmentation = Segmentation.PUNCTUATION
+    lookahead: int = 2  # auto: words the detector reads past a boundary before deciding
 
     def search_options(self) -> SearchOptions:
         return SearchOptions(
@@ -26,6 +31,8 @@ class RunConfig:
         )
 
     def __post_init__(self) -> None:
+        if self.lookahead < 0:
+            raise ValueError(f"lookahead must be >= 0, got {self.lookahead}")
         for name in ("beam", "batch_size", "jobs"):
             value = getattr(self, name)
             if value < 1:

@@ -8,8 +8,9 @@ policies that peek at the next word before writing — and its compute time is w
 spent so far (incremental encoding included). Sessions of a batch advance together: the decoder
 steps of all waiting-free sessions go through the model as one batch.
 
-A line may hold several sentences (the session splits at . ! ?); they are scored as one line:
-delays count the line's words, compute times add up, the prediction is their texts joined.
+A line may hold several sentences (the session splits where `RunConfig.segmentation` says:
+at . ! ? by default, or where the boundary detector says with `auto`); they are scored as one
+line: delays count the line's words, compute times add up, the prediction is their texts joined.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from simulmt.policies.base import CommitMode, Policy
 from simulmt.policies.registry import load_policy
 
 from simulmt.engine import Engine
-from simulmt.session import Session, advance
+from simulmt.sentences import Segmentation
+from simulmt.session import Session, advance, make_detector
 from simulmt.updates import Update
 
 __all__ = ["RunConfig", "Simulation", "simulate"]
@@ -155,6 +157,8 @@ def _run_pool(
                 policy=policy,
                 options=config.search_options(),
                 tentative=track.record_displays,
+                segmentation=config.segmentation,
+                lookahead=config.lookahead,
             )
             active.append((track, session))
         if not active:
@@ -199,6 +203,8 @@ def simulate(
     for i, src in enumerate(sources):
         if not src.split():
             raise ValueError(f"source line {i + 1} is empty: every sentence needs >= 1 word")
+    if config.segmentation is Segmentation.AUTO:  # fail here, not in a forked job
+        make_detector(engine, lookahead=config.lookahead)
     loaded = load_policy(policy)  # once: policies are stateless, every session shares it
     retranslation = loaded.mode is CommitMode.RETRANSLATION
     start, compute_before = time.perf_counter(), engine.compute_ms

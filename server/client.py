@@ -23,6 +23,8 @@ from typing import TextIO
 from simulmt.server.stream import JsonDict, StreamLog, run_stream
 from simulmt.server.subtitles import build_cues, to_srt, to_webvtt
 
+from simulmt.sentences import Segmentation
+
 DIM, RESET, CLEAR_LINE = "\x1b[2m", "\x1b[0m", "\r\x1b[K"
 DEFAULT_URL = "ws://127.0.0.1:8765/ws"
 
@@ -76,6 +78,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", default=DEFAULT_URL, help=f"server URL (default {DEFAULT_URL})")
     parser.add_argument("--policy", default=None, help="policy spec, e.g. wait-k:k=3")
     parser.add_argument("--beam", type=int, default=1, help="beam size (default 1)")
+    parser.add_argument(
+        "--segmentation",
+        choices=[m.value for m in Segmentation],
+        default=None,
+        help="what ends a sentence: auto (the server's boundary detector; the server's default "
+        "when its model has one), punctuation (. ! ?) or client (never: this client sends no "
+        "flush, so only the length limit and the end cut)",
+    )
+    parser.add_argument(
+        "--lookahead",
+        "--segment-lookahead",  # the name `simulmt translate` uses (its --lookahead is the beam's)
+        dest="lookahead",
+        type=int,
+        default=None,
+        help="auto only: words the detector reads past a boundary before deciding",
+    )
     parser.add_argument(
         "--rate", type=float, default=2.5, help="source words per second (default 2.5; 0 = max)"
     )
@@ -142,6 +160,8 @@ def run(args: argparse.Namespace) -> int:
                 beam=args.beam,
                 token=args.token,
                 on_message=view,
+                segmentation=args.segmentation,
+                lookahead=args.lookahead,
             )
         )
     except (OSError, TimeoutError) as e:

@@ -14,7 +14,9 @@ class Limits:
 
     max_message_bytes: int = 64 * 1024  # a spoken minute is < 2 KiB of text; 64 KiB is paste-size
     max_word_chars: int = 100  # longer "words" are garbage (base64, URLs) and blow up subwords
-    max_sentence_words: int = 200  # the model's positions are finite; ASR sentences are < 100
+    # a longer sentence is cut (never dropped) at its likeliest boundary: a caption of more
+    # than 60 words is unreadable, and the detector ends almost all sentences well before
+    max_sentence_words: int = 60
     idle_timeout_s: float = 300.0  # a silent client for 5 min holds a slot for nothing
 
     def __post_init__(self) -> None:

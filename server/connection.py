@@ -36,6 +36,7 @@ from websockets.frames import CloseCode
 
 from simulmt.engine import Engine
 from simulmt.search.options import SearchOptions
+from simulmt.sentences import Segmentation
 from simulmt.session import Session, SessionLimits
 
 logger = logging.getLogger(__name__)
@@ -219,9 +220,10 @@ class Connection:
 
     def _session_factory(self, start: Start) -> _Factory:
         limits = self.config.limits
-        session_limits = SessionLimits(  # the session cuts over-long sentences
+        session_limits = SessionLimits(  # the session cuts over-long sentences, never drops
             max_word_chars=limits.max_word_chars,
             max_sentence_words=limits.max_sentence_words,
+            cut_window=min(10, max(1, limits.max_sentence_words // 4)),
         )
         return _Factory(start, session_limits)
 
@@ -248,7 +250,23 @@ class _Factory:
     def __call__(self, engine: Engine) -> Session:
         _check_langs(engine, self.start)
         options = SearchOptions(beam=self.start.beam)
-        return Session(engine, policy=self.start.policy, options=options, limits=self.limits)
+        segmentation = self.start.segmentation
+        if segmentation is None:  # the server's default: auto when the model can
+            segmentation = Segmentation.AUTO if engine.segmenter is not None else None
+            if segmentation is None:
+                logger.warning(
+                    "the model has no boundary detector (segmenter.pt): this session ends "
+                    "sentences at punctuation; ask for segmentation 'auto' to get an error instead"
+                )
+                segmentation = Segmentation.PUNCTUATION
+        return Session(
+            engine,
+            policy=self.start.policy,
+            options=options,
+            limits=self.limits,
+            segmentation=segmentation,
+            lookahead=self.start.lookahead if self.start.lookahead is not None else 2,
+        )
 
 
 def _start_error(error: Exception, sid: str) -> ProtocolError:

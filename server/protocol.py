@@ -16,18 +16,30 @@ from typing import Any
 from simulmt.server.config import PROTOCOL, PROTOCOLS, Limits
 from websockets.frames import CloseCode
 
+from simulmt.sentences import Segmentation
 from simulmt.updates import Update
 
 JsonDict = dict[str, Any]
 CLIENT_TYPES = ("start", "source", "flush", "end", "ping")
 FIELDS = {  # the fields each client message may carry in simulmt.v1
-    "start": ("type", "protocol", "policy", "beam", "src_lang", "tgt_lang", "resume"),
+    "start": (
+        "type",
+        "protocol",
+        "policy",
+        "beam",
+        "src_lang",
+        "tgt_lang",
+        "segmentation",
+        "lookahead",
+        "resume",
+    ),
     "source": ("type", "text"),
     "flush": ("type",),
     "end": ("type",),
     "ping": ("type",),
 }
 RESUME_FIELDS = ("session_id", "token", "last_seq")
+MAX_LOOKAHEAD = 8  # words; the detector's own maximum (4 for the bundled one) is checked at build
 
 
 class ErrorCode(enum.Enum):
@@ -110,6 +122,9 @@ class Start:
     tgt_lang: str | None = None
     protocol: str = PROTOCOL  # the version both sides speak (negotiated from the client's list)
     resume: Resume | None = None
+    # None: the server's default (auto when the model has a boundary detector, else punctuation)
+    segmentation: Segmentation | None = None
+    lookahead: int | None = None  # auto only: words the detector reads past a boundary
 
 
 @dataclass(frozen=True)
@@ -227,6 +242,7 @@ def _parse_start(data: Mapping[str, Any], *, default_policy: str, max_beam: int)
         raise ProtocolError(
             ErrorCode.BAD_START, f"start.beam must be an integer in 1..{max_beam}, got {beam!r}"
         )
+    segmentation, lookahead = _parse_segmentation(data)
     return Start(
         policy=policy.strip(),
         beam=beam,
@@ -234,7 +250,40 @@ def _parse_start(data: Mapping[str, Any], *, default_policy: str, max_beam: int)
         tgt_lang=_optional_str(data, "tgt_lang"),
         protocol=protocol,
         resume=_parse_resume(data.get("resume")),
+        segmentation=segmentation,
+        lookahead=lookahead,
     )
+
+
+def _parse_segmentation(data: Mapping[str, Any]) -> tuple[Segmentation | None, int | None]:
+    value, lookahead = data.get("segmentation"), data.get("lookahead")
+    accepted = ", ".join(repr(m.value) for m in Segmentation)
+    segmentation = None
+    if value is not None:
+        if not isinstance(value, str) or value not in {m.value for m in Segmentation}:
+            raise ProtocolError(
+                ErrorCode.BAD_START,
+                f"start.segmentation is {repr(value)[:40]}; accepted: {accepted}",
+            )
+        segmentation = Segmentation(value)
+    if lookahead is None:
+        return segmentation, None
+    if isinstance(lookahead, bool) or not isinstance(lookahead, int):
+        raise ProtocolError(
+            ErrorCode.BAD_START,
+            f"start.lookahead must be an integer in 0..{MAX_LOOKAHEAD}, got {lookahead!r}",
+        )
+    if not 0 <= lookahead <= MAX_LOOKAHEAD:
+        raise ProtocolError(
+            ErrorCode.BAD_START,
+            f"start.lookahead must be an integer in 0..{MAX_LOOKAHEAD}, got {lookahead}",
+        )
+    if segmentation not in (None, Segmentation.AUTO):
+        raise ProtocolError(
+            ErrorCode.BAD_START,
+            f"start.lookahead applies to segmentation 'auto' only, not {segmentation.value!r}",
+        )
+    return segmentation, lookahead
 
 
 def _parse_resume(value: object) -> Resume | None:

@@ -30,10 +30,21 @@ NEW_SESSION_CODES = ("shutting_down", "resume_failed", "internal", "idle_timeout
 RETRY_CLOSE = (1001, 1006, 1011, 1012, 1013, 1014)
 
 
-def start_message(policy: str | None, beam: int) -> JsonDict:
+def start_message(
+    policy: str | None,
+    beam: int,
+    *,
+    segmentation: str | None = None,
+    lookahead: int | None = None,
+) -> JsonDict:
+    """The `start` frame; None leaves a field to the server's default."""
     msg: JsonDict = {"type": "start", "protocol": PROTOCOL, "beam": beam}
     if policy is not None:
         msg["policy"] = policy
+    if segmentation is not None:
+        msg["segmentation"] = segmentation
+    if lookahead is not None:
+        msg["lookahead"] = lookahead
     return msg
 
 
@@ -65,8 +76,11 @@ class StreamClient:
         on_message: Callable[[JsonDict], None] | None = None,
         reconnect: bool = True,
         max_attempts: int = 20,
+        segmentation: str | None = None,
+        lookahead: int | None = None,
     ) -> None:
         self.url, self.policy, self.beam, self.token = url, policy, beam, token
+        self.segmentation, self.lookahead = segmentation, lookahead
         self.on_message = on_message
         self.reconnect, self.max_attempts = reconnect, max_attempts
         self.t0 = time.monotonic()
@@ -154,7 +168,9 @@ class StreamClient:
         self._live, self._fatal, self._resend = False, None, []
         async with connect(self._url(), additional_headers=headers, open_timeout=30) as ws:
             self.ws = ws
-            start = start_message(self.policy, self.beam)
+            start = start_message(
+                self.policy, self.beam, segmentation=self.segmentation, lookahead=self.lookahead
+            )
             if self.session is not None:
                 s = self.session
                 start["resume"] = {"session_id": s.session_id, "token": s.token,
@@ -299,10 +315,19 @@ async def run_stream(
     token: str | None = None,
     on_message: Callable[[JsonDict], None] | None = None,
     reconnect: bool = True,
+    segmentation: str | None = None,
+    lookahead: int | None = None,
 ) -> StreamLog:
     """Connect, `start`, send each item as a `source` message, `end`, and collect everything;
     resume (or start over) when the connection drops."""
     client = StreamClient(
-        url, policy=policy, beam=beam, token=token, on_message=on_message, reconnect=reconnect
+        url,
+        policy=policy,
+        beam=beam,
+        token=token,
+        on_message=on_message,
+        reconnect=reconnect,
+        segmentation=segmentation,
+        lookahead=lookahead,
     )
     return await client.run(words)

@@ -24,10 +24,12 @@ from simulmt.model.transformer import SimulTransformer
 from simulmt.runtime import DTYPE_NAMES
 from simulmt.search.offline import pad_batch
 from simulmt.search.step import StepRequest, StepResult, run_step
+from simulmt.segment.model import SegmenterNet, load_segmenter
 
 log = logging.getLogger(__name__)
 MODEL_FILE = "model.pt"
 TOKENIZER_FILE = "spm.model"
+SEGMENTER_FILE = "segmenter.pt"  # optional: the sentence-boundary detector (segmentation auto)
 
 
 def default_model_dir() -> Path:
@@ -51,10 +53,20 @@ class Engine:
     while its beam is one hypothesis, the beam's self-attention K/V (`DecoderCache`); so a
     decoder step over many streams reads their caches as views instead of copying them."""
 
-    def __init__(self, model: SimulTransformer, tokenizer: Tokenizer, info: ModelInfo) -> None:
+    def __init__(
+        self,
+        model: SimulTransformer,
+        tokenizer: Tokenizer,
+        info: ModelInfo,
+        *,
+        segmenter: SegmenterNet | None = None,
+    ) -> None:
+        """`segmenter`: the boundary network sessions share (read-only; each session wraps it
+        in its own `Segmenter` state); None: `segmentation=auto` is unavailable."""
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.info = info
+        self.segmenter = segmenter.eval() if segmenter is not None else None
         self.compute_ms = 0.0  # total model time spent by this engine
         self._cache_pool: KVPool | None = None
 
@@ -109,7 +121,11 @@ class Engine:
             info.tgt,
             info.parameters / 1e6,
         )
-        return cls(model, tokenizer, info)
+        seg_path = ckpt.parent / SEGMENTER_FILE
+        segmenter = load_segmenter(seg_path)[0] if seg_path.is_file() else None
+        if segmenter is None:
+            log.info("no %s beside the model: segmentation auto is unavailable", SEGMENTER_FILE)
+        return cls(model, tokenizer, info, segmenter=segmenter)
 
     @classmethod
     def tiny(cls, seed: int = 0, *, train_steps: int = 60) -> Engine:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from simulmt.engine import Engine
 from simulmt.model.state import StreamState
@@ -23,8 +23,9 @@ from simulmt.policies.registry import load_policy
 from simulmt.search.online import OnlineSearch, SourceView
 from simulmt.search.options import SearchOptions
 from simulmt.search.step import StepRequest
+from simulmt.segment.stream import Segmenter
+from simulmt.sentences import BoundaryDetector, Segmentation, Sentence, SentenceCutter
 from simulmt.updates import Update
-from simulmt.words import ends_sentence
 
 log = logging.getLogger(__name__)
 
@@ -44,18 +45,26 @@ def max_source_tokens(engine: Engine, options: SearchOptions) -> int:
 @dataclass(frozen=True)
 class SessionLimits:
     max_word_chars: int = 100  # longer "words" are rejected (garbage, not speech)
-    max_sentence_words: int = (
-        120  # longer sentences are cut here (the model's max_len is in tokens)
-    )
+    # longer sentences are cut (never dropped) at their likeliest boundary near this length;
+    # the model's own limit is in subword tokens (`max_source_tokens`) and cuts too
+    max_sentence_words: int = 120
+    cut_window: int = 10  # the cut chooses among this many last words (held from the policy)
+
+    def __post_init__(self) -> None:
+        for name in ("max_word_chars", "max_sentence_words", "cut_window"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"SessionLimits.{name} must be >= 1, got {getattr(self, name)}")
 
 
-@dataclass
-class _Sentence:
-    id: int
-    words: list[str] = field(default_factory=list)
-    tokens: int = 0  # subword tokens of its words
-    complete: bool = False
-    t0: float = 0.0  # when its first word arrived
+def make_detector(engine: Engine, *, lookahead: int) -> Segmenter:
+    """A per-session detector over the engine's shared, read-only boundary network."""
+    if engine.segmenter is None:
+        raise ValueError(
+            "segmentation auto needs a sentence-boundary detector, and this model has none "
+            "(no segmenter.pt in its folder; train one with `simulmt train-segmenter`); "
+            "accepted without one: punctuation, client"
+        )
+    return Segmenter(engine.segmenter, lookahead=lookahead)
 
 
 class Session:
@@ -69,9 +78,16 @@ class Session:
         limits: SessionLimits = SessionLimits(),
         clock: Callable[[], float] = time.monotonic,
         tentative: bool = True,
+        segmentation: Segmentation | str = Segmentation.PUNCTUATION,
+        lookahead: int = 2,
+        detector: BoundaryDetector | None = None,
     ) -> None:
         """`tentative=False`: updates carry committed words only (no tentative tail is
-        detokenized), for consumers that never show it (evaluation, subtitle files)."""
+        detokenized), for consumers that never show it (evaluation, subtitle files).
+
+        `segmentation` says what ends a sentence (see `simulmt.sentences`); `auto` uses
+        `detector`, or else the engine's boundary network read with `lookahead` words
+        (ValueError if the engine has none)."""
         self.engine = engine
         self.policy = load_policy(policy) if isinstance(policy, str) else policy
         opts = options or SearchOptions(beam=beam)
@@ -80,17 +96,29 @@ class Session:
         self.max_tokens = max_source_tokens(engine, opts)  # per sentence (model positions)
         self.clock = clock
         self.tentative = tentative
-        self.sentences: list[_Sentence] = []  # [0] is being decoded; later ones wait
+        self.segmentation = Segmentation.parse(segmentation)
+        if self.segmentation is Segmentation.AUTO and detector is None:
+            detector = make_detector(engine, lookahead=lookahead)
+        self.warnings: list[str] = []  # human-readable notes about the input (unknown chars, cuts)
+        self.cutter = SentenceCutter(
+            mode=self.segmentation,
+            detector=detector,
+            cut_net=engine.segmenter,
+            max_words=limits.max_sentence_words,
+            max_tokens=self.max_tokens,
+            window=limits.cut_window,
+            clock=clock,
+            warn=self.warnings.append,
+        )
+        self.sentences: list[Sentence] = self.cutter.sentences  # [0] is being decoded
         self.stream: StreamState | None = None
         self.encoded = 0  # words of sentences[0] already encoded
-        self.next_id = 0
         self.closed = False
-        self.warnings: list[str] = []  # human-readable notes about the input (unknown chars, cuts)
         self._has_work = False  # set by `advance`; new input sets it too
 
     # ---- input (no compute) ------------------------------------------------------------
     def feed(self, text: str) -> None:
-        """Queue source words; a word ending in . ! ? closes its sentence."""
+        """Queue source words; the segmentation mode decides where their sentences end."""
         if self.closed:
             raise InputError("this session has finished; start a new one")
         words = text.split()
@@ -108,42 +136,20 @@ class Session:
                     f"({self.max_tokens}); nothing of this text was taken"
                 )
         for w, n in zip(words, sizes, strict=True):
-            sent = self._open_sentence()
-            if sent.words and sent.tokens + n > self.max_tokens:
-                sent.complete = True  # the model's positions are finite: cut before this word
-                self.warnings.append(
-                    f"sentence {sent.id} reached {sent.tokens} subword tokens (the model takes "
-                    f"{self.max_tokens} a sentence) and was cut there"
-                )
-                sent = self._open_sentence()
-            sent.words.append(w)
-            sent.tokens += n
-            if ends_sentence(w):
-                sent.complete = True
-            elif len(sent.words) >= self.limits.max_sentence_words:
-                sent.complete = True
-                self.warnings.append(
-                    f"sentence {sent.id} reached {self.limits.max_sentence_words} words "
-                    "and was cut there"
-                )
+            self.cutter.add(w, n)
         if words:
-            self._has_work = True
-            if self.stream is not None:
-                self.stream.stalled = False
+            self._wake()
 
     def end_source(self) -> None:
         """The current sentence's source is complete (what `flush` does, without compute)."""
-        if self.sentences and not self.sentences[-1].complete:
-            self.sentences[-1].complete = True
-            self._has_work = True
-            if self.stream is not None:
-                self.stream.stalled = False
+        if self.cutter.waiting or (self.sentences and not self.sentences[-1].complete):
+            self.cutter.end()
+            self._wake()
 
-    def _open_sentence(self) -> _Sentence:
-        if not self.sentences or self.sentences[-1].complete:
-            self.sentences.append(_Sentence(self.next_id, t0=self.clock()))
-            self.next_id += 1
-        return self.sentences[-1]
+    def _wake(self) -> None:
+        self._has_work = True
+        if self.stream is not None:
+            self.stream.stalled = False
 
     # ---- input + compute ------------------------------------------------------------------
     def push(self, text: str) -> list[Update]:
@@ -168,7 +174,7 @@ class Session:
     @property
     def backlog_words(self) -> int:
         """Source words received but not yet read by the policy (a server's input backpressure)."""
-        total = sum(len(sent.words) for sent in self.sentences)
+        total = sum(len(sent.words) for sent in self.sentences) + self.cutter.waiting
         return total - (self.stream.words_read if self.stream is not None else 0)
 
     @property

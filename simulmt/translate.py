@@ -13,6 +13,7 @@ from typing import TextIO
 from simulmt.engine import Engine
 from simulmt.policies.base import PolicyError
 from simulmt.search.options import Scoring, SearchOptions, WriteUnit
+from simulmt.sentences import Segmentation
 from simulmt.session import InputError, Session
 from simulmt.updates import Update
 
@@ -42,6 +43,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0,
         metavar="N",
         help="ban the token that would repeat a cycle of up to N tokens a third time (0: off)",
+    )
+    parser.add_argument(
+        "--segmentation",
+        choices=[m.value for m in Segmentation],
+        default=Segmentation.PUNCTUATION.value,
+        help="what ends a sentence: punctuation (. ! ? and each line's end; default), client "
+        "(each line's end only) or auto (the model's boundary detector; line breaks are "
+        "ignored, for a recognizer's unpunctuated output)",
+    )
+    parser.add_argument(
+        "--segment-lookahead",
+        type=int,
+        default=2,
+        help="--segmentation auto: words the detector reads past a boundary (default 2)",
     )
     parser.add_argument(
         "--model", type=Path, help="model folder (default: the bundled de→en model)"
@@ -76,7 +91,14 @@ def run(args: argparse.Namespace) -> int:
             loop_guard=args.loop_guard,
         )
         engine = Engine.load(args.model)
-        session = Session(engine, policy=args.policy, options=opts)
+        segmentation = Segmentation(args.segmentation)
+        session = Session(
+            engine,
+            policy=args.policy,
+            options=opts,
+            segmentation=segmentation,
+            lookahead=args.segment_lookahead,
+        )
     except (PolicyError, ValueError, OSError) as e:
         print(f"simulmt translate: {e}", file=sys.stderr)
         return 2
@@ -90,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
             try:
                 for chunk in _chunks(line, args.rate):
                     view.show(session.push(chunk))
-                view.show(session.flush())
+                if segmentation is not Segmentation.AUTO:
+                    view.show(session.flush())
             except InputError as e:
                 print(f"line {lineno}: {e}", file=sys.stderr)
             _warn(session, lineno)

@@ -152,3 +152,34 @@ def test_client_cli_refuses_bad_arguments(
     # nothing listens on this port: a clear message, exit 1
     assert main(["client", str(tmp_path / "t.txt"), "--url", "ws://127.0.0.1:9/ws"]) == 1
     assert "cannot reach" in capsys.readouterr().err
+
+
+async def test_client_segmentation_option_reaches_the_server(tmp_path: Path) -> None:
+    """--segmentation client: the server ends no sentence at punctuation, so the three
+    punctuated sentences of the file come back as one final (ended by the stream's end)."""
+    text = "ich habe heute einen Brief geschrieben . das Wetter ist schön . wir gehen"
+    (tmp_path / "talk.txt").write_text(text + "\n", encoding="utf-8")
+    server = CaptionServer(ServerConfig(port=0), load=engine, model_name="tiny")
+    await server.start()
+    await server.wait_ready()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "simulmt.cli", "client", str(tmp_path / "talk.txt"),
+            "--url", f"ws://127.0.0.1:{server.port}/ws", "--policy", "wait-k:k=2",
+            "--rate", "0", "--segmentation", "client", "--vtt", str(tmp_path / "out.vtt"),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
+    finally:
+        await server.stop()
+    assert proc.returncode == 0, err.decode()
+    assert len(out.decode().splitlines()) == 1  # one sentence: no punctuation cut
+
+
+def test_client_refuses_an_unknown_segmentation(capsys: pytest.CaptureFixture[str]) -> None:
+    from simulmt.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["client", "t.txt", "--segmentation", "sentences"])
+    assert exit_.value.code == 2
+    assert "invalid choice: 'sentences'" in capsys.readouterr().err

@@ -309,3 +309,50 @@ def test_simuleval_cli_with_adapter_agrees(
     theirs = read_instances(out / "instances.log")
     ours = simulate(engine, policy, SOURCES, REFERENCES, config=SERIAL).stats
     assert [(s.prediction, s.delays) for s in theirs] == [(s.prediction, s.delays) for s in ours]
+
+
+def _never_ending_detector(engine: Engine) -> None:
+    from simulmt.segment.model import SegmenterConfig, SegmenterNet
+
+    torch.manual_seed(0)
+    net = SegmenterNet(SegmenterConfig(buckets=256, dim=8, hidden=8, max_lookahead=4))
+    net.thresholds.fill_(0.999)  # P(boundary) of an untrained net is near 0.5: never
+    engine.segmenter = net.eval()
+
+
+def test_segmentation_reaches_the_sessions() -> None:
+    """RunConfig.segmentation decides where a line's sentences end, and auto's lookahead
+    shows in the delays (a word waits for the decision on the word before it)."""
+    from simulmt.sentences import Segmentation
+
+    engine = scripted_engine()
+    line = SOURCES[2:]  # "a b . c d e"
+
+    def delays(**kw: object) -> tuple[int, ...]:
+        config = RunConfig(batch_size=1, **kw)  # type: ignore[arg-type]
+        return simulate(engine, "wait-k:k=2", line, REFERENCES[2:], config=config).stats[0].delays
+
+    assert delays(segmentation=Segmentation.PUNCTUATION) == (2, 5)
+    assert delays(segmentation=Segmentation.CLIENT) == (2, 3, 4, 5)  # one 6-word sentence
+    with pytest.raises(ValueError, match="no segmenter.pt"):
+        delays(segmentation=Segmentation.AUTO)
+    _never_ending_detector(engine)
+    assert delays(segmentation=Segmentation.AUTO, lookahead=0) == (2, 3, 4, 5)
+    # lookahead 2: each word is readable one word later, so every write comes one word later
+    assert delays(segmentation=Segmentation.AUTO, lookahead=2) == (3, 4, 5, 6)
+    with pytest.raises(ValueError, match="lookahead must be in 0..4"):
+        delays(segmentation=Segmentation.AUTO, lookahead=5)
+
+
+def test_eval_cli_segmentation_options(files: Path, tmp_path: Path) -> None:
+    common = ["eval", "--policy", "wait-k:k=2", "--source", str(files / "src.txt"),
+              "--reference", str(files / "ref.txt"), "--model", str(files / "model"),
+              "--threads", "1", "--no-progress", "--json"]  # fmt: skip
+    proc = _simulmt(*common, "--segmentation", "client", "--output", str(tmp_path / "o"))
+    assert proc.returncode == 0, proc.stderr
+    stats = read_instances(tmp_path / "o" / "wait-k_k=2" / "instances.log")
+    assert stats[2].delays == (2, 3, 4, 5)  # "a b . c d e" is one sentence
+    proc = _simulmt(*common, "--segmentation", "auto", "--segment-lookahead", "1")
+    assert proc.returncode == 2 and "no segmenter.pt" in proc.stderr
+    proc = _simulmt(*common, "--segmentation", "auto", "--lookahead", "-1")
+    assert proc.returncode == 2 and "lookahead must be >= 0" in proc.stderr

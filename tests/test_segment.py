@@ -230,3 +230,20 @@ def test_train_segmenter_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert main(["train-segmenter", "--out", str(tmp_path / "x.pt")]) == 2  # no training text
     out.write_bytes(b"garbage")
     assert main(["train-segmenter", "--out", str(out), "--score-only"]) == 2
+
+
+def test_the_shipped_detector_is_news_free_and_finds_sentence_ends() -> None:
+    """The bundled segmenter.pt: trained without any news set (news is dev/test only), and
+    it ends sentences of punctuated text where the full stops are."""
+    from simulmt.engine import SEGMENTER_FILE, default_model_dir
+
+    net, meta = load_segmenter(default_model_dir() / SEGMENTER_FILE)
+    assert meta["train"] and not any("news" in str(t).lower() for t in meta["train"])
+    text = (
+        "Das Parlament hat heute über den Haushalt abgestimmt . Die Mehrheit war klar . "
+        "Morgen beginnt die Debatte über die Landwirtschaft ."
+    ).split()
+    seg = Segmenter(net, lookahead=2)
+    decisions = seg.push_many(text) + seg.finish()
+    ends = [d.index for d in decisions if d.boundary]
+    assert ends == [i for i, w in enumerate(text) if w == "."]

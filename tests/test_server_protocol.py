@@ -21,6 +21,7 @@ from simulmt.server.protocol import (
     update_messages,
 )
 
+from simulmt.sentences import Segmentation
 from simulmt.updates import Update
 
 LIMITS = Limits(max_message_bytes=200, max_word_chars=10, max_sentence_words=5)
@@ -60,6 +61,18 @@ START = {"type": "start", "protocol": PROTOCOL}
         (
             json.dumps({**START, "resume": {"session_id": "a-1", "token": "t", "last_seq": 4}}),
             Start(policy="wait-k:k=3", beam=1, resume=Resume("a-1", "t", 4)),
+        ),
+        (
+            json.dumps({**START, "segmentation": "auto", "lookahead": 0}),
+            Start(policy="wait-k:k=3", beam=1, segmentation=Segmentation.AUTO, lookahead=0),
+        ),
+        (
+            json.dumps({**START, "lookahead": 3}),  # the server's default segmentation: auto
+            Start(policy="wait-k:k=3", beam=1, lookahead=3),
+        ),
+        (
+            json.dumps({**START, "segmentation": "client"}),
+            Start(policy="wait-k:k=3", beam=1, segmentation=Segmentation.CLIENT),
         ),
     ],
 )
@@ -102,6 +115,19 @@ def test_unknown_fields_are_listed() -> None:
         (json.dumps({**START, "policy": 3}), ErrorCode.BAD_POLICY, "spec string"),
         (json.dumps({**START, "src_lang": 1}), ErrorCode.BAD_MESSAGE, "src_lang"),
         (json.dumps({"type": "source", "text": "a " * 200}), ErrorCode.MESSAGE_TOO_BIG, "200"),
+        (
+            json.dumps({**START, "segmentation": "sentences"}),
+            ErrorCode.BAD_START,
+            "accepted: 'punctuation', 'client', 'auto'",
+        ),
+        (json.dumps({**START, "segmentation": 1}), ErrorCode.BAD_START, "accepted"),
+        (json.dumps({**START, "lookahead": -1}), ErrorCode.BAD_START, "integer in 0..8"),
+        (json.dumps({**START, "lookahead": "2"}), ErrorCode.BAD_START, "integer in 0..8"),
+        (
+            json.dumps({**START, "segmentation": "punctuation", "lookahead": 2}),
+            ErrorCode.BAD_START,
+            "applies to segmentation 'auto' only",
+        ),
     ],
 )
 def test_parse_refuses_with_reason(frame: str | bytes, code: ErrorCode, says: str) -> None:

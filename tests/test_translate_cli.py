@@ -104,3 +104,48 @@ def test_wait_1_first_word_delay(model_dir: Path, unit: str, first_delay: int) -
     assert proc.returncode == 0, proc.stderr
     delays = [d for line in proc.stdout.splitlines() for d in json.loads(line)["delays"]]
     assert delays[0] == first_delay if unit == "word" else delays[0] >= first_delay
+
+
+def _finals(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    assert proc.returncode == 0, proc.stderr
+    return [r["source"] for r in map(json.loads, proc.stdout.splitlines()) if r["final"]]
+
+
+TWO_LINES = "Ich habe heute . Der Hund\nläuft schnell\n"
+
+
+def test_segmentation_punctuation_and_client(model_dir: Path) -> None:
+    common = ("--policy", "wait-k:k=2", "--jsonl")
+    assert _finals(translate(model_dir, TWO_LINES, *common)) == [
+        "Ich habe heute .",
+        "Der Hund",  # each line's end is a flush
+        "läuft schnell",
+    ]
+    assert _finals(translate(model_dir, TWO_LINES, *common, "--segmentation", "client")) == [
+        "Ich habe heute . Der Hund",
+        "läuft schnell",
+    ]
+
+
+def test_segmentation_auto_needs_a_detector_and_ignores_line_breaks(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    common = ("--policy", "wait-k:k=2", "--jsonl", "--segmentation", "auto")
+    proc = translate(model_dir, TWO_LINES, *common)
+    assert proc.returncode == 2 and "no segmenter.pt" in proc.stderr
+    import shutil
+
+    import torch
+
+    from simulmt.segment.model import SegmenterConfig, SegmenterNet, save_segmenter
+
+    with_detector = tmp_path / "model"
+    shutil.copytree(model_dir, with_detector)
+    torch.manual_seed(0)
+    net = SegmenterNet(SegmenterConfig(buckets=256, dim=8, hidden=8, max_lookahead=4))
+    net.thresholds.fill_(0.999)  # it (almost) never ends a sentence
+    save_segmenter(with_detector / "segmenter.pt", net, meta={})
+    got = _finals(translate(with_detector, TWO_LINES, *common, "--segment-lookahead", "3"))
+    assert got == ["Ich habe heute . Der Hund läuft schnell"]
+    proc = translate(with_detector, TWO_LINES, *common, "--segment-lookahead", "5")
+    assert proc.returncode == 2 and "lookahead must be in 0..4" in proc.stderr

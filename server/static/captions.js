@@ -71,6 +71,10 @@
     ws.onopen = () => {
       const beam = Math.max(1, parseInt($("beam").value, 10) || 1);
       const start = { type: "start", protocol: PROTOCOL, policy: $("policy").value.trim(), beam };
+      // sentence ends are the server's: auto (its boundary detector) unless the page's URL
+      // asks for ?segmentation=punctuation|client (and ?lookahead=N for auto)
+      if (params.get("segmentation")) start.segmentation = params.get("segmentation");
+      if (params.get("lookahead")) start.lookahead = parseInt(params.get("lookahead"), 10);
       const s = state.session;
       if (s) start.resume = { session_id: s.id, token: s.token, last_seq: s.lastSeq };
       ws.send(JSON.stringify(start));
