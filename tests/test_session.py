@@ -212,6 +212,30 @@ def test_batched_advance_equals_each_alone() -> None:
     assert [[u.text for u in ups if u.final] for ups in together] == alone
 
 
+def test_the_public_decision_round_drives_a_session_like_finish() -> None:
+    """`encode_arrivals`, `plan`, `Engine.step` and `apply` are all a driver needs (what the
+    batched `advance` uses): driving them by hand gives the updates `finish` gives."""
+    text = f"{SENTENCES[0]} {SENTENCES[2]}"
+
+    def visible(ups: list[Update]) -> list[tuple[object, ...]]:
+        return [(u.sentence_id, u.committed_delta, u.tentative, u.delays, u.final) for u in ups]
+
+    s = Session(ENGINE, policy="wait-k:k=2")
+    s.feed(text)
+    expected = visible(s.finish())
+    d = Session(ENGINE, policy="wait-k:k=2")
+    d.feed(text)
+    d.end_source()
+    out: list[Update] = []
+    Session.encode_arrivals(ENGINE, [d])
+    while (req := d.plan(out)) is not None:
+        assert d.has_work
+        (res,) = ENGINE.step([req])
+        d.apply(req, res, out)
+    assert visible(out) == expected and sum(u.final for u in out) == 2
+    assert not d.has_work and d.idle
+
+
 def test_beam_search_full_sentence_completes() -> None:
     s = Session(ENGINE, policy="full", options=SearchOptions(beam=4))
     ups = s.push(SENTENCES[0])
