@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from simulmt.display import Display
 from simulmt.engine import Engine
 from simulmt.model.state import StreamState
 from simulmt.policies.base import Policy
@@ -116,7 +117,8 @@ class Session:
             warn=self.warnings.append,
         )
         self.sentences: list[Sentence] = self.cutter.sentences  # [0] is being decoded
-        self.stream: StreamState | None = None
+        self.stream: StreamState | None = None  # the decoding state of sentences[0]
+        self.display = Display()  # what updates have shown of sentences[0]
         self.encoded = 0  # words of sentences[0] already encoded
         self.closed = False
         self._has_work = False  # set by `plan`; new input sets it too
@@ -233,7 +235,7 @@ class Session:
     def _start_stream(self) -> list[str]:
         """The current sentence's words not yet encoded (starting its stream if none)."""
         if self.stream is None and self.sentences:
-            self.stream, self.encoded = StreamState(), 0
+            self.stream, self.encoded, self.display = StreamState(), 0, Display()
         return self.sentences[0].words[self.encoded :] if self.stream is not None else []
 
     def _settle(self, out: list[Update]) -> None:
@@ -258,67 +260,15 @@ class Session:
             )
 
     def _emit(self, out: list[Update]) -> None:
-        """Append an Update if the visible output changed (committed words or tentative tail).
-        Only what changed is detokenized: committed words once, the tail when it moved."""
-        st = self.stream
-        assert st is not None
-        if st.shown_final:
-            return
-        sent = self.sentences[0]
-        tok = self.engine.tokenizer
-        if st.complete_tokens > st.decoded_tokens:
-            self._decode_words(st)
-        new_words = st.words[st.shown_words :]
-        if not self.tentative:
-            if not new_words and not st.done:
-                return
-            tail_ids: tuple[int, ...] = ()
-        else:
-            tail_ids = tuple(st.committed[st.decoded_tokens :] + self.search.tentative_tail(st))
-            if not new_words and not st.done and tail_ids == st.shown_tail:
-                return
-        st.shown_tail = tail_ids
-        tentative = "" if st.done or not tail_ids else tok.decode(list(tail_ids))
-        if tentative and st.words:
-            tentative = " " + tentative
-        if not new_words and tentative == st.shown_tentative and not st.done:
-            return
-        text_words = st.words
-        now = self.clock()
-        prefix = " " if st.shown_words and new_words else ""
-        delays = tuple(st.word_delays[st.shown_words :])
-        st.shown_words += len(new_words)
-        st.shown_tentative = tentative
-        st.shown_final = st.done
-        n = len(new_words)
-        out.append(
-            Update(
-                sentence_id=sent.id,
-                committed_delta=prefix + " ".join(new_words),
-                committed_len=st.shown_words,
-                tentative=tentative,
-                delays=delays,
-                emitted_ms=((now - sent.t0) * 1000,) * n,
-                compute_ms=(st.compute_ms,) * n,
-                final=st.done,
-                text=" ".join(text_words) if st.done else "",
-                source=" ".join(sent.words) if st.done else "",
-                src_read=st.words_read,
-            )
+        """Append an Update if the visible output changed (`Display.update`)."""
+        assert self.stream is not None
+        tail = self.search.tentative_tail if self.tentative else None
+        update = self.display.update(
+            self.stream, self.sentences[0], tokenizer=self.engine.tokenizer, tail=tail,
+            clock=self.clock,
         )
-
-
-    def _decode_words(self, st: StreamState) -> None:
-        """Detokenize the newly complete committed words, one subword group at a time so that
-        each whitespace word gets its group's delay (a group may decode to 0 or 2 words)."""
-        tok, ids, end = self.engine.tokenizer, st.committed, st.complete_tokens
-        starts = [i for i in range(st.decoded_tokens, end) if i == 0 or tok.is_word_start(ids[i])]
-        delays = st.completed_at[len(st.completed_at) - len(starts) :]  # the span's groups'
-        for s, e, delay in zip(starts, [*starts[1:], end], delays, strict=True):
-            words = tok.decode(ids[s:e]).split()
-            st.words += words
-            st.word_delays += [delay] * len(words)
-        st.decoded_tokens = end
+        if update is not None:
+            out.append(update)
 
 
 def advance(

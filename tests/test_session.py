@@ -7,9 +7,12 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from simulmt.display import Display
 from simulmt.engine import Engine
+from simulmt.model.state import StreamState
 from simulmt.search.offline import greedy_decode, max_target_len
 from simulmt.search.options import SearchOptions, WriteUnit
+from simulmt.sentences import Sentence
 from simulmt.session import InputError, Session, SessionLimits, advance
 from simulmt.updates import Update
 from simulmt.vocab import BOS_ID, EOS_ID, NEVER
@@ -312,3 +315,32 @@ def test_bad_policy_spec_lists_the_policies() -> None:
 
     with pytest.raises(PolicyError, match="wait-k"):
         Session(ENGINE, policy="no-such-policy")
+
+
+def test_display_shows_each_committed_word_once_and_only_what_changed() -> None:
+    """The session's display bookkeeping (not the decoding state): committed words are shown
+    once with their delays, a moved tentative tail alone is an update, nothing new is none."""
+    tok = ENGINE.tokenizer
+    st = StreamState()
+    st.committed = tok.encode("the house is red")
+    starts = [i for i, t in enumerate(st.committed) if i == 0 or tok.is_word_start(t)]
+    st.complete_tokens, st.completed_at = len(st.committed), list(range(1, len(starts) + 1))
+    sent = Sentence(7, words=["das", "Haus", "ist", "rot"], complete=True)
+    tail: list[int] = []
+    d = Display()
+
+    def update() -> Update | None:
+        return d.update(st, sent, tokenizer=tok, tail=lambda _: tail, clock=lambda: 1.0)
+
+    first = update()
+    assert first is not None and first.committed_delta == "the house is red"
+    assert first.delays == (1, 2, 3, 4) and first.tentative == "" and not first.final
+    assert update() is None
+    tail = tok.encode("today")
+    moved = update()
+    assert moved is not None and (moved.committed_delta, moved.tentative) == ("", " today")
+    st.done = True
+    last = update()
+    assert last is not None and last.final and last.text == "the house is red"
+    assert last.sentence_id == 7 and last.source == "das Haus ist rot"
+    assert update() is None
