@@ -77,7 +77,6 @@ class Display:
             final=st.done,
             text=" ".join(self.words) if st.done else "",
             source=" ".join(sent.words) if st.done else "",
-            src_read=st.words_read,
         )
 
     def _decode_words(self, st: StreamState, tok: Tokenizer) -> None:
