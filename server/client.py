@@ -16,61 +16,15 @@ import shutil
 import sys
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
 
-from simulmt.server.stream import JsonDict, StreamLog, run_stream
+from simulmt.server.stream import StreamLog, run_stream
 from simulmt.server.subtitles import build_cues, to_srt, to_webvtt
 
+from simulmt.liveview import LiveView
 from simulmt.sentences import Segmentation
 
-DIM, RESET, CLEAR_LINE = "\x1b[2m", "\x1b[0m", "\r\x1b[K"
 DEFAULT_URL = "ws://127.0.0.1:8765/ws"
-
-
-def render_live(committed: str, tentative: str, *, width: int, color: bool) -> str:
-    """One terminal line: committed text, then the tentative tail (dim); the newest end if long."""
-    committed, tentative = committed.strip(), tentative.strip()
-    tail = (" " if committed and tentative else "") + tentative
-    room = max(2, width - 1)  # the last column would wrap on some terminals
-    if len(committed) + len(tail) > room:
-        drop = len(committed) + len(tail) - (room - 1)  # characters cut, "…" takes one more
-        if drop <= len(committed):
-            committed = "…" + committed[drop:]
-        else:
-            tail, committed = tail[drop - len(committed) :], "…"
-    if color and tail:
-        return f"{committed}{DIM}{tail}{RESET}"
-    return committed + tail
-
-
-@dataclass
-class LiveView:
-    """Prints captions as messages arrive: a live line when `live`, else finals only."""
-
-    out: TextIO
-    live: bool  # a terminal: redraw one line with \r
-    width: int = 80
-    committed: dict[int, str] = field(default_factory=dict)
-    tentative: str = ""
-
-    def __call__(self, message: JsonDict) -> None:
-        kind = message.get("type")
-        if kind == "partial":
-            sid = message["sentence_id"]
-            self.committed[sid] = self.committed.get(sid, "") + message["committed_delta"]
-            self.tentative = message["tentative"]
-            if self.live:
-                text = self.committed[sid]
-                line = render_live(text, self.tentative, width=self.width, color=True)
-                self.out.write(CLEAR_LINE + line)
-        elif kind == "final":
-            self.tentative = ""
-            self.out.write((CLEAR_LINE if self.live else "") + message["text"] + "\n")
-        elif kind == "error":
-            print(f"server error {message['code']}: {message['message']}", file=sys.stderr)
-        self.out.flush()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -142,13 +142,8 @@ class Engine:
         """Append `words` to the stream's source: tokenize, run the causal encoder over only the
         new tokens, and grow the cross-attention K/V cache."""
         start = time.perf_counter()
-        new: list[int] = []
-        for w in words:
-            new += self.tokenizer.encode_word(w, first=not source.ids and not new)
-            source.ends.append(len(source.ids) + len(new))
+        new, ends = self._tokenize(source, words)
         if new:
-            if len(source.ids) + len(new) > self.model.cfg.max_len:
-                raise ValueError(f"sentence longer than {self.model.cfg.max_len} tokens")
             ids = torch.tensor([new], dtype=torch.long)  # (1, n)
             past = None if source.enc_kv is None else unstack_kv(source.enc_kv)
             s = len(source.ids)
@@ -158,6 +153,7 @@ class Engine:
             cross = stack_kv(self.model.cross_kv(memory))  # (2L_dec, 1, H, n, dh)
             source.append_cross(cross, self.cache_pool)
             source.ids += new
+        source.ends += ends
         self.compute_ms += (time.perf_counter() - start) * 1000
 
     @torch.no_grad()
@@ -168,19 +164,26 @@ class Engine:
             self.encode(sources[0], words[0])
             return (time.perf_counter() - start) * 1000
         start = time.perf_counter()
-        new_ids = []
-        for source, ws in zip(sources, words, strict=True):
-            ids: list[int] = []
-            for w in ws:
-                ids += self.tokenizer.encode_word(w, first=not source.ids and not ids)
-                source.ends.append(len(source.ids) + len(ids))
-            if len(source.ids) + len(ids) > self.model.cfg.max_len:
-                raise ValueError(f"sentence longer than {self.model.cfg.max_len} tokens")
-            new_ids.append(ids)
+        spans = [self._tokenize(source, ws) for source, ws in zip(sources, words, strict=True)]
+        new_ids = [ids for ids, _ in spans]
         for rows in _encoder_groups(new_ids):
             self._encode_rows([sources[i] for i in rows], [new_ids[i] for i in rows])
+        for source, (_, ends) in zip(sources, spans, strict=True):
+            source.ends += ends
         self.compute_ms += (time.perf_counter() - start) * 1000
         return (time.perf_counter() - start) * 1000
+
+    def _tokenize(self, source: SourceState, words: Sequence[str]) -> tuple[list[int], list[int]]:
+        """The new tokens of `words` and their word ends, checked against the model's length
+        before anything changes, so a refused input leaves the source as it was."""
+        new: list[int] = []
+        ends: list[int] = []
+        for w in words:
+            new += self.tokenizer.encode_word(w, first=not source.ids and not new)
+            ends.append(len(source.ids) + len(new))
+        if len(source.ids) + len(new) > self.model.cfg.max_len:
+            raise ValueError(f"sentence longer than {self.model.cfg.max_len} tokens")
+        return new, ends
 
     def _encode_rows(self, sources: Sequence[SourceState], new_ids: Sequence[list[int]]) -> None:
         cfg = self.model.cfg

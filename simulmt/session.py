@@ -7,6 +7,11 @@
 `feed` only queues words; `advance(engine, sessions)` does the model work for many sessions
 at once (one batched forward per decoder step), which is how the server batches across
 connections. `push = feed + advance([self])`.
+
+`advance` is a loop over a session's public decision round, which any driver may run itself:
+`Session.encode_arrivals(engine, sessions)` (one batched encoder pass, the only encode path),
+`plan(out)` (every decision that needs no model work; returns the decoder step needed),
+`engine.step(requests)` for many sessions at once, and `apply(req, res, out)`.
 """
 
 from __future__ import annotations
@@ -16,13 +21,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from simulmt.display import Display
 from simulmt.engine import Engine
 from simulmt.model.state import StreamState
 from simulmt.policies.base import Policy
 from simulmt.policies.registry import load_policy
 from simulmt.search.online import OnlineSearch, SourceView
 from simulmt.search.options import SearchOptions
-from simulmt.search.step import StepRequest
+from simulmt.search.step import StepRequest, StepResult
 from simulmt.segment.stream import Segmenter
 from simulmt.sentences import BoundaryDetector, Segmentation, Sentence, SentenceCutter
 from simulmt.updates import Update
@@ -111,10 +117,11 @@ class Session:
             warn=self.warnings.append,
         )
         self.sentences: list[Sentence] = self.cutter.sentences  # [0] is being decoded
-        self.stream: StreamState | None = None
+        self.stream: StreamState | None = None  # the decoding state of sentences[0]
+        self.display = Display()  # what updates have shown of sentences[0]
         self.encoded = 0  # words of sentences[0] already encoded
         self.closed = False
-        self._has_work = False  # set by `advance`; new input sets it too
+        self._has_work = False  # set by `plan`; new input sets it too
 
     # ---- input (no compute) ------------------------------------------------------------
     def feed(self, text: str) -> None:
@@ -182,21 +189,60 @@ class Session:
         """True when nothing is left to do until new input arrives."""
         return not self.sentences
 
-    # ---- one decision round (called by `advance`) --------------------------------------
-    def _prepare(self, out: list[Update]) -> None:
-        """Encode newly arrived words, start the next sentence when one is done."""
-        while self.sentences:
-            sent = self.sentences[0]
+    # ---- one decision round: `advance` drives these for many sessions at once ----------
+    @staticmethod
+    def encode_arrivals(engine: Engine, sessions: Sequence[Session]) -> None:
+        """Encode the newly arrived words of every session in one batched encoder pass (the
+        only encode path: a lone session is a batch of one). Starts a sentence's stream."""
+        todo = [(s, s._start_stream()) for s in sessions]
+        todo = [(s, words) for s, words in todo if words]
+        if not todo:
+            return
+        streams = [s.stream for s, _ in todo if s.stream is not None]
+        ms = engine.encode_many([st.source for st in streams], [words for _, words in todo])
+        for (s, words), st in zip(todo, streams, strict=True):
+            st.compute_ms += ms / len(todo)
+            s._check_unknown(words)
+            s.encoded = len(s.sentences[0].words)
+
+    def plan(self, out: list[Update]) -> StepRequest | None:
+        """Make every decision that needs no model work (READs, commits, the end of a sentence,
+        starting the next) and return the decoder step this session needs next; None when it
+        waits for input or has nothing left (`has_work` says which). Updates go to `out`."""
+        while True:
+            self._settle(out)
             if self.stream is None:
-                self.stream, self.encoded = StreamState(), 0
-            if self.encoded < len(sent.words):
-                new = sent.words[self.encoded :]
-                t = time.perf_counter()
-                self.engine.encode(self.stream.source, new)
-                self.stream.compute_ms += (time.perf_counter() - t) * 1000
-                self._check_unknown(new)
-                self.encoded = len(sent.words)
-            if not self.stream.done:
+                req = None
+                break
+            req = self.search.plan(self.stream, self._view(), self.clock())
+            self._emit(out)
+            if req is not None or not self.stream.done:
+                break
+        self._has_work = req is not None
+        return req
+
+    def apply(
+        self, req: StepRequest, res: StepResult, out: list[Update], *, compute_ms: float = 0.0
+    ) -> None:
+        """Take the result of the step `plan` asked for (`compute_ms`: this session's share of
+        the batched step's time). Updates go to `out`."""
+        if self.stream is None:
+            raise RuntimeError("apply without a planned step")
+        self.stream.compute_ms += compute_ms
+        self.search.apply(self.stream, self._view(), req, res)
+        self._emit(out)
+
+    def _start_stream(self) -> list[str]:
+        """The current sentence's words not yet encoded (starting its stream if none)."""
+        if self.stream is None and self.sentences:
+            self.stream, self.encoded, self.display = StreamState(), 0, Display()
+        return self.sentences[0].words[self.encoded :] if self.stream is not None else []
+
+    def _settle(self, out: list[Update]) -> None:
+        """Encode newly arrived words; emit and drop finished sentences, starting the next."""
+        while True:
+            Session.encode_arrivals(self.engine, [self])  # nothing to do when `advance` did it
+            if self.stream is None or not self.stream.done:
                 return
             self._emit(out)
             self.sentences.pop(0)
@@ -214,67 +260,15 @@ class Session:
             )
 
     def _emit(self, out: list[Update]) -> None:
-        """Append an Update if the visible output changed (committed words or tentative tail).
-        Only what changed is detokenized: committed words once, the tail when it moved."""
-        st = self.stream
-        assert st is not None
-        if st.shown_final:
-            return
-        sent = self.sentences[0]
-        tok = self.engine.tokenizer
-        if st.complete_tokens > st.decoded_tokens:
-            self._decode_words(st)
-        new_words = st.words[st.shown_words :]
-        if not self.tentative:
-            if not new_words and not st.done:
-                return
-            tail_ids: tuple[int, ...] = ()
-        else:
-            tail_ids = tuple(st.committed[st.decoded_tokens :] + self.search.tentative_tail(st))
-            if not new_words and not st.done and tail_ids == st.shown_tail:
-                return
-        st.shown_tail = tail_ids
-        tentative = "" if st.done or not tail_ids else tok.decode(list(tail_ids))
-        if tentative and st.words:
-            tentative = " " + tentative
-        if not new_words and tentative == st.shown_tentative and not st.done:
-            return
-        text_words = st.words
-        now = self.clock()
-        prefix = " " if st.shown_words and new_words else ""
-        delays = tuple(st.word_delays[st.shown_words :])
-        st.shown_words += len(new_words)
-        st.shown_tentative = tentative
-        st.shown_final = st.done
-        n = len(new_words)
-        out.append(
-            Update(
-                sentence_id=sent.id,
-                committed_delta=prefix + " ".join(new_words),
-                committed_len=st.shown_words,
-                tentative=tentative,
-                delays=delays,
-                emitted_ms=((now - sent.t0) * 1000,) * n,
-                compute_ms=(st.compute_ms,) * n,
-                final=st.done,
-                text=" ".join(text_words) if st.done else "",
-                source=" ".join(sent.words) if st.done else "",
-                src_read=st.words_read,
-            )
+        """Append an Update if the visible output changed (`Display.update`)."""
+        assert self.stream is not None
+        tail = self.search.tentative_tail if self.tentative else None
+        update = self.display.update(
+            self.stream, self.sentences[0], tokenizer=self.engine.tokenizer, tail=tail,
+            clock=self.clock,
         )
-
-
-    def _decode_words(self, st: StreamState) -> None:
-        """Detokenize the newly complete committed words, one subword group at a time so that
-        each whitespace word gets its group's delay (a group may decode to 0 or 2 words)."""
-        tok, ids, end = self.engine.tokenizer, st.committed, st.complete_tokens
-        starts = [i for i in range(st.decoded_tokens, end) if i == 0 or tok.is_word_start(ids[i])]
-        delays = st.completed_at[len(st.completed_at) - len(starts) :]  # the span's groups'
-        for s, e, delay in zip(starts, [*starts[1:], end], delays, strict=True):
-            words = tok.decode(ids[s:e]).split()
-            st.words += words
-            st.word_delays += [delay] * len(words)
-        st.decoded_tokens = end
+        if update is not None:
+            out.append(update)
 
 
 def advance(
@@ -289,11 +283,10 @@ def advance(
     out: list[list[Update]] = [[] for _ in sessions]
     steps = 0
     while True:
-        _encode_arrivals(engine, sessions)
+        Session.encode_arrivals(engine, sessions)
         pending = []
         for i, s in enumerate(sessions):
-            req = _plan(s, out[i])
-            s._has_work = req is not None
+            req = s.plan(out[i])
             if req is not None:
                 pending.append((i, req))
         if not pending or (max_steps is not None and steps >= max_steps):
@@ -303,36 +296,4 @@ def advance(
         results = engine.step([req for _, req in pending])
         share = (time.perf_counter() - t) * 1000 / len(pending)
         for (i, req), res in zip(pending, results, strict=True):
-            s = sessions[i]
-            assert s.stream is not None
-            s.stream.compute_ms += share
-            s.search.apply(s.stream, s._view(), req, res)
-            s._emit(out[i])
-
-
-def _encode_arrivals(engine: Engine, sessions: Sequence[Session]) -> None:
-    """Encode the newly arrived words of every session in one batched encoder pass."""
-    for s in sessions:  # a sentence that has not started yet joins the batch too
-        if s.stream is None and s.sentences:
-            s.stream, s.encoded = StreamState(), 0
-    todo = [s for s in sessions if s.stream is not None and s.encoded < len(s.sentences[0].words)]
-    if len(todo) < 2:
-        return  # `_prepare` encodes a lone stream directly
-    words = [s.sentences[0].words[s.encoded :] for s in todo]
-    ms = engine.encode_many([s.stream.source for s in todo if s.stream is not None], words)
-    for s, ws in zip(todo, words, strict=True):
-        assert s.stream is not None
-        s.stream.compute_ms += ms / len(todo)
-        s._check_unknown(ws)
-        s.encoded = len(s.sentences[0].words)
-
-
-def _plan(s: Session, out: list[Update]) -> StepRequest | None:
-    while True:
-        s._prepare(out)
-        if s.stream is None:
-            return None
-        req = s.search.plan(s.stream, s._view(), s.clock())
-        s._emit(out)
-        if req is not None or not s.stream.done:
-            return req
+            sessions[i].apply(req, res, out[i], compute_ms=share)

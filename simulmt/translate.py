@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -11,13 +12,12 @@ from pathlib import Path
 from typing import TextIO
 
 from simulmt.engine import Engine
+from simulmt.liveview import LiveView
 from simulmt.policies.base import PolicyError
 from simulmt.search.options import Scoring, SearchOptions, WriteUnit
 from simulmt.sentences import Segmentation
 from simulmt.session import InputError, Session
 from simulmt.updates import Update
-
-DIM, RESET, CLEAR = "\x1b[2m", "\x1b[0m", "\r\x1b[K"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -103,7 +103,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"simulmt translate: {e}", file=sys.stderr)
         return 2
     source = args.input.open(encoding="utf-8") if args.input else sys.stdin
-    view = JsonView(sys.stdout) if args.jsonl else LiveView(sys.stdout, color=sys.stdout.isatty())
+    view: JsonView | LiveView = JsonView(sys.stdout)
+    if not args.jsonl:
+        width = shutil.get_terminal_size().columns
+        view = LiveView(sys.stdout, live=sys.stdout.isatty(), width=width)
     try:
         for lineno, line in enumerate(source, start=1):
             if not line.strip():
@@ -158,23 +161,4 @@ class JsonView:
             if u.final:
                 record.update(text=u.text, source=u.source)
             self.out.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self.out.flush()
-
-
-class LiveView:
-    """Committed text in full, the tentative tail dimmed, redrawn in place on a terminal."""
-
-    def __init__(self, out: TextIO, *, color: bool) -> None:
-        self.out, self.color = out, color
-        self.committed = ""
-
-    def show(self, updates: Iterable[Update]) -> None:
-        for u in updates:
-            self.committed += u.committed_delta
-            if u.final:
-                line = self.committed.strip()
-                self.out.write((CLEAR + line if self.color else line) + "\n")
-                self.committed = ""
-            elif self.color:
-                self.out.write(f"{CLEAR}{self.committed.strip()}{DIM}{u.tentative}{RESET}")
         self.out.flush()

@@ -29,4 +29,3 @@ class Update:
     final: bool = False
     text: str = ""  # the sentence's whole committed text, set when final
     source: str = ""  # the sentence's source text, set when final
-    src_read: int = 0  # source words read so far in this sentence

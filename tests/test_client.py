@@ -13,11 +13,12 @@ import pytest
 import srt
 import webvtt
 from simulmt.server.app import CaptionServer
-from simulmt.server.client import DIM, RESET, LiveView, render_live
 from simulmt.server.config import ServerConfig
 from simulmt.server.stream import Recorder, StreamLog
 
 from simulmt.engine import Engine
+from simulmt.liveview import DIM, RESET, LiveView, render_live
+from simulmt.updates import Update
 
 
 @pytest.mark.parametrize(
@@ -47,6 +48,34 @@ def test_live_view_prints_finals_when_not_a_terminal() -> None:
     live = LiveView(tty, live=True)
     live({"type": "partial", "sentence_id": 0, "committed_delta": "Hello", "tentative": " wor"})
     assert tty.getvalue() == f"\r\x1b[KHello{DIM} wor{RESET}"
+
+
+def test_translate_and_client_share_one_live_view() -> None:
+    """`simulmt translate` (session updates) and `simulmt client` (protocol messages) draw a
+    stream the same way, with the same class."""
+    from simulmt.server import client
+
+    from simulmt import translate
+
+    assert translate.LiveView is client.LiveView is LiveView
+    updates = [
+        Update(0, "Hello", 1, " wor"),
+        Update(0, " world.", 2, "", final=True, text="Hello world.", source="Hallo Welt."),
+        Update(1, "Bye", 1, " now"),
+    ]
+    for live in (True, False):
+        shown, received = io.StringIO(), io.StringIO()
+        LiveView(shown, live=live).show(updates)
+        view = LiveView(received, live=live)
+        for u in updates:
+            view({"type": "partial", "sentence_id": u.sentence_id,
+                  "committed_delta": u.committed_delta, "tentative": u.tentative})
+            if u.final:
+                view({"type": "final", "sentence_id": u.sentence_id, "text": u.text})
+        assert shown.getvalue() == received.getvalue()
+        assert view.committed == {1: "Bye"}  # a finished sentence is forgotten
+    assert shown.getvalue() == "Hello world.\n"
+    assert received.getvalue() == "Hello world.\n"
 
 
 def test_recorder_times_words_from_the_sentence_start() -> None:

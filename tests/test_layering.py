@@ -52,3 +52,22 @@ def test_a_caches_home_is_the_cache_modules_business() -> None:
     ]
     assert found == []
     assert word.search((MODEL / "cache.py").read_text(encoding="utf-8"))
+
+
+def test_advance_uses_only_the_public_session_api() -> None:
+    """The module-level functions of session.py (the batched `advance`) drive sessions through
+    their public decision round, never through a private member."""
+    tree = ast.parse((PACKAGE / "session.py").read_text(encoding="utf-8"))
+    functions = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+    assert "advance" in {f.name for f in functions}
+    private = sorted(
+        {
+            node.attr
+            for f in functions
+            for node in ast.walk(f)
+            if isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        }
+    )
+    assert private == []

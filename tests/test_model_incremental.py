@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
@@ -358,3 +359,28 @@ def test_pack_kv_equals_zero_padding(
     assert out.shape == (4, n, 2, width, 3)
     assert torch.equal(out[:, :, :, :keep], expected[:, :, :, :keep])
     assert all(out is not b for b in blocks) or room == 0
+
+
+def test_a_refused_too_long_input_leaves_the_source_as_it_was() -> None:
+    """The length check comes before any change: ids, word ends and caches stay untouched,
+    alone and batched (the old order appended word ends, then raised)."""
+    from simulmt.engine import Engine
+
+    engine = Engine.tiny(0)
+    too_long = ["Straße"] * (engine.model.cfg.max_len + 1)
+    a, b = SourceState(), SourceState()
+    engine.encode(a, ["der", "Haus"])
+    engine.encode(b, ["heute"])
+    before = [(list(s.ids), list(s.ends), s.enc_kv, _cross(s).clone()) for s in (a, b)]
+    with pytest.raises(ValueError, match="longer than"):
+        engine.encode(a, too_long)
+    with pytest.raises(ValueError, match="longer than"):
+        engine.encode_many([b, a], [["Buch"], too_long])
+    for s, (ids, ends, enc, cross) in zip((a, b), before, strict=True):
+        assert s.ids == ids and s.ends == ends and s.enc_kv is enc
+        assert torch.equal(_cross(s), cross)
+
+
+def _cross(source: SourceState) -> torch.Tensor:
+    assert source.cross_kv is not None
+    return source.cross_kv

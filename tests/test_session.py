@@ -7,9 +7,12 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from simulmt.display import Display
 from simulmt.engine import Engine
+from simulmt.model.state import StreamState
 from simulmt.search.offline import greedy_decode, max_target_len
 from simulmt.search.options import SearchOptions, WriteUnit
+from simulmt.sentences import Sentence
 from simulmt.session import InputError, Session, SessionLimits, advance
 from simulmt.updates import Update
 from simulmt.vocab import BOS_ID, EOS_ID, NEVER
@@ -212,6 +215,30 @@ def test_batched_advance_equals_each_alone() -> None:
     assert [[u.text for u in ups if u.final] for ups in together] == alone
 
 
+def test_the_public_decision_round_drives_a_session_like_finish() -> None:
+    """`encode_arrivals`, `plan`, `Engine.step` and `apply` are all a driver needs (what the
+    batched `advance` uses): driving them by hand gives the updates `finish` gives."""
+    text = f"{SENTENCES[0]} {SENTENCES[2]}"
+
+    def visible(ups: list[Update]) -> list[tuple[object, ...]]:
+        return [(u.sentence_id, u.committed_delta, u.tentative, u.delays, u.final) for u in ups]
+
+    s = Session(ENGINE, policy="wait-k:k=2")
+    s.feed(text)
+    expected = visible(s.finish())
+    d = Session(ENGINE, policy="wait-k:k=2")
+    d.feed(text)
+    d.end_source()
+    out: list[Update] = []
+    Session.encode_arrivals(ENGINE, [d])
+    while (req := d.plan(out)) is not None:
+        assert d.has_work
+        (res,) = ENGINE.step([req])
+        d.apply(req, res, out)
+    assert visible(out) == expected and sum(u.final for u in out) == 2
+    assert not d.has_work and d.idle
+
+
 def test_beam_search_full_sentence_completes() -> None:
     s = Session(ENGINE, policy="full", options=SearchOptions(beam=4))
     ups = s.push(SENTENCES[0])
@@ -288,3 +315,32 @@ def test_bad_policy_spec_lists_the_policies() -> None:
 
     with pytest.raises(PolicyError, match="wait-k"):
         Session(ENGINE, policy="no-such-policy")
+
+
+def test_display_shows_each_committed_word_once_and_only_what_changed() -> None:
+    """The session's display bookkeeping (not the decoding state): committed words are shown
+    once with their delays, a moved tentative tail alone is an update, nothing new is none."""
+    tok = ENGINE.tokenizer
+    st = StreamState()
+    st.committed = tok.encode("the house is red")
+    starts = [i for i, t in enumerate(st.committed) if i == 0 or tok.is_word_start(t)]
+    st.complete_tokens, st.completed_at = len(st.committed), list(range(1, len(starts) + 1))
+    sent = Sentence(7, words=["das", "Haus", "ist", "rot"], complete=True)
+    tail: list[int] = []
+    d = Display()
+
+    def update() -> Update | None:
+        return d.update(st, sent, tokenizer=tok, tail=lambda _: tail, clock=lambda: 1.0)
+
+    first = update()
+    assert first is not None and first.committed_delta == "the house is red"
+    assert first.delays == (1, 2, 3, 4) and first.tentative == "" and not first.final
+    assert update() is None
+    tail = tok.encode("today")
+    moved = update()
+    assert moved is not None and (moved.committed_delta, moved.tentative) == ("", " today")
+    st.done = True
+    last = update()
+    assert last is not None and last.final and last.text == "the house is red"
+    assert last.sentence_id == 7 and last.source == "das Haus ist rot"
+    assert update() is None

@@ -129,7 +129,8 @@ def truncate(beam: BeamState, n: int) -> None:
 
 @dataclass
 class StreamState:
-    """The decoding state of one stream's current sentence."""
+    """The decoding state of one stream's current sentence (what its output has shown is the
+    session's `simulmt.display.Display`: the search never reads it)."""
 
     source: SourceState = field(default_factory=SourceState)
     beam: BeamState = field(default_factory=BeamState.start)
@@ -143,13 +144,6 @@ class StreamState:
     word_start: int | None = None  # committed tokens when the WRITE under way began; None: none
     signals: ModelSignals | None = None  # for the next word's decision, kept from the step that
     # found the word boundary (None once a READ changed the source or the decision used them)
-    shown_words: int = 0  # committed whole words already emitted in updates
-    shown_tentative: str = ""
-    shown_tail: tuple[int, ...] | None = None  # tentative token ids last shown
-    words: list[str] = field(default_factory=list)  # committed whole words, detokenized
-    word_delays: list[int] = field(default_factory=list)  # the delay of each of `words`
-    decoded_tokens: int = 0  # committed tokens already detokenized into `words`
-    shown_final: bool = False
     history: list[tuple[int, ...]] = field(default_factory=list)  # re-translation hypotheses
     redecode: BeamState | None = None  # re-translation: the beam re-decoding the prefix
     stalled: bool = False  # the policy asked to READ but no word is there yet
