@@ -47,8 +47,9 @@ from simulmt.policies.learned_net import N_SCALARS, policy_features
 from simulmt.data.tokenizer import Tokenizer
 from simulmt.model.layers import KV
 from simulmt.model.transformer import SimulTransformer
-from simulmt.search.offline import BOS_ID, EOS_ID, pad_batch
+from simulmt.search.offline import pad_batch
 from simulmt.search.options import WriteUnit
+from simulmt.vocab import BOS_ID, EOS_ID
 from simulmt.words import word_ends
 
 

@@ -28,9 +28,9 @@ from simulmt.policies.oracle import (
 from simulmt.engine import Engine, _tiny_pairs
 from simulmt.model.layers import KV, unstack_kv
 from simulmt.model.transformer import SimulTransformer, StepOutput
-from simulmt.search.offline import BOS_ID, EOS_ID
 from simulmt.search.options import SearchOptions, WriteUnit
 from simulmt.session import Session
+from simulmt.vocab import BOS_ID, EOS_ID
 
 torch.set_num_threads(1)
 R, W = Action.READ, Action.WRITE
