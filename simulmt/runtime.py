@@ -23,7 +23,8 @@ _M_MMAP_THRESHOLD = -3
 
 
 def tune_allocator(*, mmap_threshold: int = 256 << 20, trim_threshold: int = 1 << 30) -> bool:
-    """Raise glibc's mmap/trim thresholds; returns False (and changes nothing) elsewhere."""
+    """Set glibc's mmap/trim thresholds (fixed values also switch off glibc's dynamic mmap
+    threshold); returns False (and changes nothing) elsewhere."""
     name = ctypes.util.find_library("c")
     if name is None:
         return False

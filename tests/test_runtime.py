@@ -17,3 +17,27 @@ def test_allocator_thresholds_are_raised_on_glibc() -> None:
 def test_without_a_c_library_nothing_is_tuned(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("ctypes.util.find_library", lambda name: None)
     assert tune_allocator() is False
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["policies"], []),  # neither decoding nor training: glibc's defaults
+        (["eval", "--source", "s", "--reference", "r"], [{}]),  # decoding: the raised defaults
+        (["train-policy", "--data", "d", "--out", "p.pt"], [{"mmap_threshold": 1 << 20,
+                                                              "trim_threshold": 128 << 10}]),
+    ],
+)
+def test_the_cli_tunes_the_allocator_per_command(
+    monkeypatch: pytest.MonkeyPatch, argv: list[str], expected: list[dict[str, int]]
+) -> None:
+    import importlib
+
+    from simulmt import cli
+
+    calls: list[dict[str, int]] = []
+    monkeypatch.setattr(cli, "tune_allocator", lambda **kw: calls.append(kw) or True)
+    module = importlib.import_module(cli.COMMANDS[argv[0]])
+    monkeypatch.setattr(module, "run", lambda args: 0)
+    assert cli.main(argv) == 0
+    assert calls == expected
