@@ -36,7 +36,12 @@ def test_the_cli_tunes_the_allocator_per_command(
     from simulmt import cli
 
     calls: list[dict[str, int]] = []
-    monkeypatch.setattr(cli, "tune_allocator", lambda **kw: calls.append(kw) or True)
+
+    def record(**kw: int) -> bool:
+        calls.append(kw)
+        return True
+
+    monkeypatch.setattr(cli, "tune_allocator", record)
     module = importlib.import_module(cli.COMMANDS[argv[0]])
     monkeypatch.setattr(module, "run", lambda args: 0)
     assert cli.main(argv) == 0
