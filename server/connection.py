@@ -216,7 +216,7 @@ class Connection:
         hosted.stream = Stream(session, hosted.deliver)
         hosted.owner = self
         self.hosted = hosted
-        machine.started()
+        machine.started(segmentation=session.segmentation.value)
 
     def _session_factory(self, start: Start) -> _Factory:
         limits = self.config.limits

@@ -95,6 +95,7 @@ class SessionMachine:
         self.model = model
         self.token = token  # the resume token, announced in the `session` message
         self.phase = Phase.AWAITING_START
+        self.segmentation: str | None = None  # how the session ends sentences, once started
         self.protocol = ""  # the version negotiated at `start`
         self.seq = 0  # seq of the last message made
         self.received = 0  # client frames received after `start` (a resume's re-send point)
@@ -207,11 +208,13 @@ class SessionMachine:
             self._effects.append(Submit(Op(OpKind.END_SOURCE, marker=Marker.END)))
         # Ping: the frame itself reset the idle timer; nothing to answer
 
-    def started(self) -> None:
-        """The `Build` succeeded: the session streams."""
+    def started(self, *, segmentation: str | None = None) -> None:
+        """The `Build` succeeded: the session streams. `segmentation`: the mode the session
+        ends sentences with (the server's default may have fallen back), told to the client."""
         if self.phase is not Phase.STARTING:
             return
         self.phase = Phase.STREAMING
+        self.segmentation = segmentation
         self._send(
             session_message(
                 session_id=self.session_id,
@@ -221,6 +224,7 @@ class SessionMachine:
                 token=self.token,
                 window_s=self.config.resume_window_s,
                 route=self.config.route,
+                segmentation=self.segmentation,
             )
         )
 
@@ -260,6 +264,7 @@ class SessionMachine:
             token=self.token,
             window_s=self.config.resume_window_s,
             route=self.config.route,
+            segmentation=self.segmentation,
         )
         message["resumed"] = {"received": self.received, "ending": self.phase is Phase.ENDING}
         self._send(message)

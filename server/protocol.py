@@ -333,11 +333,12 @@ def session_message(
     token: str,
     window_s: float,
     route: str | None,
+    segmentation: str | None = None,
 ) -> JsonDict:
     resume: JsonDict = {"token": token, "window_s": window_s}
     if route is not None:
         resume["route"] = route  # reconnect with ?route=ROUTE so a proxy finds this process
-    return {
+    message: JsonDict = {
         "type": "session",
         "session_id": session_id,
         "model": model,
@@ -345,6 +346,9 @@ def session_message(
         "limits": limits.as_dict(),
         "resume": resume,
     }
+    if segmentation is not None:  # what ends sentences here: a client cannot tell otherwise
+        message["segmentation"] = segmentation  # whether `auto` fell back to punctuation
+    return message
 
 
 def update_messages(update: Update) -> list[JsonDict]:

@@ -87,6 +87,9 @@ async def test_auto_is_refused_when_the_model_has_no_detector_and_the_default_fa
         "wir gehen",
     ]
     assert [m["source"] for m in client if m["type"] == "final"] == ["ich habe heute . wir gehen"]
+    # the `session` message says which mode is in effect: the fallback is visible to the client
+    assert [m.get("segmentation") for m in fallback if m["type"] == "session"] == ["punctuation"]
+    assert [m.get("segmentation") for m in client if m["type"] == "session"] == ["client"]
 
 
 @pytest.mark.parametrize(
@@ -101,6 +104,7 @@ async def test_the_detectors_lookahead_is_checked(lookahead: int, refusal: str |
     async with running(load=engine_with_detector) as server:
         messages = await _start(server, segmentation="auto", lookahead=lookahead)
     if refusal is None:
+        assert messages[0]["type"] == "session" and messages[0]["segmentation"] == "auto"
         assert [m["source"] for m in messages if m["type"] == "final"] == [
             "ich habe heute . wir gehen"  # this detector never ends a sentence
         ]
