@@ -102,6 +102,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"{d.batch_window_ms:g}: none)",
     )
     parser.add_argument(
+        "--loop-guard",
+        type=int,
+        default=d.loop_guard,
+        metavar="N",
+        help="ban the token that would repeat a cycle of up to N tokens a third time in a row, "
+        f"in every session (default {d.loop_guard}: off)",
+    )
+    parser.add_argument(
         "--steps-per-turn",
         type=int,
         default=d.steps_per_turn,
@@ -131,6 +139,7 @@ def config_from_args(args: argparse.Namespace, *, port: int | None = None) -> Se
         max_batch=args.max_batch,
         batch_window_ms=args.batch_window_ms,
         steps_per_turn=args.steps_per_turn,
+        loop_guard=args.loop_guard,
         limits=Limits(idle_timeout_s=args.idle_timeout),
         resume_window_s=args.resume_window_s,
         route=args.route,
@@ -237,6 +246,8 @@ def _child_args(args: argparse.Namespace, *, port: int, threads: int) -> list[st
         str(args.batch_window_ms),
         "--steps-per-turn",
         str(args.steps_per_turn),
+        "--loop-guard",
+        str(args.loop_guard),
         "--idle-timeout",
         str(args.idle_timeout),
         "--resume-window-s",

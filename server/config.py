@@ -51,6 +51,9 @@ class ServerConfig:
     shutdown_timeout_s: float = 10.0  # SIGTERM: time open sessions get to finish their sentences
     default_policy: str = "wait-k:k=3"  # used when `start` names no policy
     max_beam: int = 8  # beam cost grows linearly; 8 is plenty for captions
+    # the search's loop guard for every session (simulmt.search.loops; 0 = off): bans the token that
+    # would repeat a cycle of up to this many tokens a third time in a row
+    loop_guard: int = 0
     # a connection that drops (1006, 1001) leaves its session parked this long for a resume:
     # Wi-Fi hand-overs and proxy restarts take seconds, a closed laptop lid takes longer
     resume_window_s: float = 30.0
@@ -73,6 +76,8 @@ class ServerConfig:
             raise ValueError(f"batch_window_ms must be >= 0, got {self.batch_window_ms}")
         if self.max_beam < 1:
             raise ValueError(f"max_beam must be >= 1, got {self.max_beam}")
+        if self.loop_guard < 0:
+            raise ValueError(f"loop_guard must be >= 0 (0 = off), got {self.loop_guard}")
         if self.hard_max_bytes < self.limits.max_message_bytes:
             raise ValueError(
                 f"hard_max_bytes ({self.hard_max_bytes}) must be >= "

@@ -225,7 +225,7 @@ class Connection:
             max_sentence_words=limits.max_sentence_words,
             cut_window=min(10, max(1, limits.max_sentence_words // 4)),
         )
-        return _Factory(start, session_limits)
+        return _Factory(start, session_limits, loop_guard=self.config.loop_guard)
 
     def _attach(self, effect: Attach) -> None:
         try:
@@ -244,12 +244,12 @@ class Connection:
 class _Factory:
     """Builds a session on the worker thread (the engine lives there)."""
 
-    def __init__(self, start: Start, limits: SessionLimits) -> None:
-        self.start, self.limits = start, limits
+    def __init__(self, start: Start, limits: SessionLimits, *, loop_guard: int = 0) -> None:
+        self.start, self.limits, self.loop_guard = start, limits, loop_guard
 
     def __call__(self, engine: Engine) -> Session:
         _check_langs(engine, self.start)
-        options = SearchOptions(beam=self.start.beam)
+        options = SearchOptions(beam=self.start.beam, loop_guard=self.loop_guard)
         segmentation = self.start.segmentation
         if segmentation is None:  # the server's default: auto when the model can
             segmentation = Segmentation.AUTO if engine.segmenter is not None else None

@@ -68,3 +68,35 @@ def test_an_untrained_model_loops_without_the_guard_and_not_with_it(beam: int) -
         outputs[guard] = finals[0].text
     assert loops(outputs[0])  # else this test would show nothing
     assert outputs[8] and not loops(outputs[8])
+
+
+async def test_the_server_guards_every_session_when_asked() -> None:
+    from simulmt.server.config import Limits, ServerConfig
+    from simulmt.server.stream import paced, run_stream
+
+    from tests.test_server import running, ws_url
+
+    def untrained() -> Engine:
+        return Engine.tiny(seed=0, train_steps=0)
+
+    text = "der Hund sieht die Katze und die Katze sieht den Hund am Morgen ."
+    finals = {}
+    for guard in (0, 8):
+        config = ServerConfig(port=0, limits=Limits(idle_timeout_s=20), loop_guard=guard)
+        async with running(config, load=untrained) as server:
+            log = await run_stream(ws_url(server), paced([text], 0), policy="wait-k:k=2")
+        finals[guard] = [str(m["text"]) for m in log.messages if m["type"] == "final"]
+    assert loops(finals[0][0])
+    assert finals[8][0] and not loops(finals[8][0])
+
+
+def test_serve_takes_the_option() -> None:
+    import argparse
+
+    from simulmt.server import cli
+
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    assert cli.config_from_args(parser.parse_args(["--loop-guard", "8"])).loop_guard == 8
+    with pytest.raises(ValueError, match="loop_guard"):
+        cli.config_from_args(parser.parse_args(["--loop-guard", "-1"]))
