@@ -24,7 +24,6 @@ import random
 import re
 import shlex
 import shutil
-import socket
 import statistics
 import sys
 import tempfile
@@ -36,6 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simulmt.server.stream import StreamLog, paced, run_stream
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from soak_deploy import free_port, nginx_conf  # noqa: E402  (bench/ is not a package)
 
 SERVING = re.compile(r"serving (\S+) on http://127\.0\.0\.1:(\d+)/")
 ASSET = Path(__file__).resolve().parents[1] / "simulmt" / "assets" / "tiny.tsv"
@@ -220,9 +222,6 @@ def server_argv(args: argparse.Namespace, max_batch: int) -> list[str]:
     return argv + (["--threads", str(args.threads)] if args.threads else [])
 
 
-DEPLOY_CONF = Path(__file__).resolve().parents[1] / "deploy" / "nginx.conf"
-
-
 @asynccontextmanager
 async def nginx_front(backends: list[int]) -> AsyncIterator[str]:
     """deploy/nginx.conf in front of the backends (least_conn), on a free loopback port."""
@@ -230,22 +229,8 @@ async def nginx_front(backends: list[int]) -> AsyncIterator[str]:
     if nginx is None:
         raise SystemExit("--nginx needs Debian's nginx (`apt-get install nginx`)")
     with tempfile.TemporaryDirectory(prefix="simulmt-nginx-") as tmp_dir:
-        tmp = Path(tmp_dir)
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            listen = int(probe.getsockname()[1])
-        text = DEPLOY_CONF.read_text()
-        servers_block = "".join(
-            f"        server 127.0.0.1:{port} max_fails=2 fail_timeout=10s;\n" for port in backends
-        )
-        text = re.sub(r"(        server 127\.0\.0\.1:\d+ [^\n]*\n)+", servers_block, text, count=1)
-        text = text.replace("listen 8080;", f"listen 127.0.0.1:{listen};")
-        temps = "".join(f"    {k}_temp_path {tmp / k};\n" for k in
-                        ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))  # fmt: skip
-        text = text.replace("http {\n", "http {\n" + temps + "    access_log off;\n", 1)
-        (tmp / "logs").mkdir()
-        conf = tmp / "nginx.conf"
-        conf.write_text(text)
+        tmp, listen = Path(tmp_dir), free_port()
+        conf = nginx_conf(tmp, listen, backends)  # deploy/nginx.conf pointed at the backends
         proc = await asyncio.create_subprocess_exec(
             nginx, "-p", str(tmp), "-c", str(conf),
             "-g", f"daemon off; pid {tmp / 'nginx.pid'}; error_log {tmp / 'error.log'};",

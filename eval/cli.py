@@ -7,6 +7,7 @@ import json
 import logging
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from simulmt.eval.corpus import (
     EmptyHypothesis,
@@ -26,6 +27,9 @@ from simulmt.runtime import DTYPE_NAMES
 from simulmt.search.options import Scoring, WriteUnit
 from simulmt.segment.views import SourceStyle, recognizer_view
 from simulmt.sentences import Segmentation
+
+if TYPE_CHECKING:
+    from simulmt.engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -246,6 +250,23 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
     )
 
 
+def load_for_run(args: argparse.Namespace, specs: list[str]) -> tuple[Engine, RunConfig]:
+    """The model and run options of an evaluation; bad specs and options fail before the
+    (slow) model load."""
+    from simulmt.policies.registry import load_policy
+
+    from simulmt.engine import Engine
+
+    for spec in specs:
+        load_policy(spec)
+    run_config = run_config_from_args(args)
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    return Engine.load(args.model, dtype=args.dtype), run_config
+
+
 def _run_long_form(
     args: argparse.Namespace, specs: list[str], latency_config: LatencyConfig
 ) -> int:
@@ -306,19 +327,10 @@ def _evaluate_all(
 ) -> list[PolicyResult]:
     from simulmt.eval.instances import write_run
     from simulmt.eval.runner import simulate
-    from simulmt.policies.registry import load_policy
     from tqdm import tqdm
 
-    from simulmt.engine import Engine
 
-    for spec in specs:
-        load_policy(spec)  # fail on a bad spec before loading the model
-    run_config = run_config_from_args(args)
-    if args.threads is not None:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    engine = Engine.load(args.model, dtype=args.dtype)
+    engine, run_config = load_for_run(args, specs)
     results = []
     for spec in specs:
         with tqdm(total=len(sources), desc=spec, unit="sent", disable=args.no_progress) as bar:

@@ -53,22 +53,12 @@ def run_long_form(
     args: argparse.Namespace, specs: list[str], latency_config: LatencyConfig, dir_name: object
 ) -> list[LongFormResult]:
     """Evaluate every spec on the documents of --source/--reference; writes --output."""
-    from simulmt.eval.cli import run_config_from_args
-    from simulmt.policies.registry import load_policy
+    from simulmt.eval.cli import load_for_run
     from tqdm import tqdm
-
-    from simulmt.engine import Engine
 
     style = SourceStyle(args.source_style)
     documents = read_documents(args.source, args.reference, style=style, limit=args.limit)
-    for spec in specs:
-        load_policy(spec)  # a bad spec fails before the model loads
-    run_config = run_config_from_args(args)
-    if args.threads is not None:
-        import torch
-
-        torch.set_num_threads(args.threads)
-    engine = Engine.load(args.model, dtype=args.dtype)
+    engine, run_config = load_for_run(args, specs)
     results = []
     for spec in specs:
         with tqdm(total=len(documents), desc=spec, unit="doc", disable=args.no_progress) as bar:

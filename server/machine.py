@@ -215,18 +215,7 @@ class SessionMachine:
             return
         self.phase = Phase.STREAMING
         self.segmentation = segmentation
-        self._send(
-            session_message(
-                session_id=self.session_id,
-                model=self.model,
-                protocol=self.protocol,
-                limits=self.config.limits,
-                token=self.token,
-                window_s=self.config.resume_window_s,
-                route=self.config.route,
-                segmentation=self.segmentation,
-            )
-        )
+        self._send(self._session_message())
 
     def start_failed(self, error: ProtocolError) -> None:
         """The `Build` or `Attach` failed: the error ends this connection."""
@@ -255,8 +244,9 @@ class SessionMachine:
             return
         self._announce_resume()
 
-    def _announce_resume(self) -> None:
-        message = session_message(
+    def _session_message(self) -> JsonDict:
+        """The `session` message: what the client needs to stream and to resume."""
+        return session_message(
             session_id=self.session_id,
             model=self.model,
             protocol=self.protocol,
@@ -266,6 +256,9 @@ class SessionMachine:
             route=self.config.route,
             segmentation=self.segmentation,
         )
+
+    def _announce_resume(self) -> None:
+        message = self._session_message()
         message["resumed"] = {"received": self.received, "ending": self.phase is Phase.ENDING}
         self._send(message)
 
