@@ -1,7 +1,7 @@
 """Wall time of `simulmt eval` vs SimulEval 1.1.4 driving our adapter, on the same set and policy.
 
     .venv/bin/python bench/eval_speed.py --source test.de --reference test.en \\
-        --policy wait-k:k=3 --limit 200 [--model DIR | --tiny] [--batch-size 512] [--threads 1] \\
+        --policy wait-k:k=3 --limit 200 [--model DIR | --tiny] [--batch-size 256] [--threads 1] \\
         [--jobs 2] [--simuleval-threads 1] [--repeats 3]
 
 Both run end to end as subprocesses (model loading included); the report gives the speed
@@ -62,7 +62,7 @@ def main() -> int:
     p.add_argument("--limit", type=int, default=100, help="first N sentences")
     p.add_argument("--model", type=Path, default=None, help="model folder (default: bundled)")
     p.add_argument("--tiny", action="store_true", help="use a random tiny model (smoke test)")
-    p.add_argument("--batch-size", type=int, default=512)
+    p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--threads", type=int, default=1, help="torch threads per simulmt job")
     p.add_argument("--jobs", type=int, default=1, help="simulmt eval worker processes")
     p.add_argument(

@@ -13,7 +13,9 @@ __all__ = ["RunConfig"]
 @dataclass(frozen=True)
 class RunConfig:
     beam: int = 1  # greedy, the usual simultaneous setting; >1 runs the online beam search
-    batch_size: int = 512  # lines in flight together (per job); amortizes per-step overhead
+    # lines in flight together (per job): amortizes per-step overhead; 160-384 measured equal,
+    # 512 15% slower (a wider pool to grow and scan; bench/RESULTS.md)
+    batch_size: int = 256
     jobs: int = 1  # worker processes, each simulating every jobs-th line (fork, Linux)
     scoring: Scoring = SearchOptions.scoring  # how the beam ranks hypotheses of different length
     alpha: float = SearchOptions.alpha  # GNMT length-normalization exponent
