@@ -7,12 +7,14 @@ import functools
 import logging
 import tempfile
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 import torch
+from torch import nn
 
 from simulmt.data.tokenizer import Tokenizer, train_tokenizer
 from simulmt.model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
@@ -87,7 +89,9 @@ class Engine:
 
         `dtype` "bfloat16" runs inference in bfloat16 (weights, activations and caches): on CPUs
         with AMX/AVX512-BF16 batched steps are several times faster; outputs can differ from
-        float32 in rare near-ties (bench/RESULTS.md has the measured BLEU difference)."""
+        float32 in rare near-ties (bench/RESULTS.md has the measured BLEU difference). "int8"
+        quantizes the weights of every linear layer to int8 (PyTorch dynamic quantization:
+        activations are quantized per step, caches stay float32)."""
         folder = Path(model_dir) if model_dir is not None else default_model_dir()
         ckpt = folder / MODEL_FILE if folder.is_dir() else folder
         if not ckpt.exists():
@@ -95,7 +99,9 @@ class Engine:
                 f"no model at {folder}: expected a folder with {MODEL_FILE} and {TOKENIZER_FILE}"
             )
         data = load_checkpoint(ckpt)
-        model = model_from_checkpoint(ckpt, data).to(inference_dtype(dtype))
+        model = model_from_checkpoint(ckpt, data)
+        parameters = model.num_parameters()  # before quantizing (int8 weights are no Parameters)
+        model = for_inference(model, dtype)
         tok_path = ckpt.parent / TOKENIZER_FILE
         tokenizer = (
             Tokenizer.from_bytes(data["tokenizer"])
@@ -112,7 +118,7 @@ class Engine:
             name=str(meta.get("name", folder.name)),
             src=str(meta.get("src", "de")),
             tgt=str(meta.get("tgt", "en")),
-            parameters=model.num_parameters(),
+            parameters=parameters,
         )
         log.info(
             "loaded %s (%s→%s, %.1fM parameters)",
@@ -216,13 +222,31 @@ class Engine:
         return out
 
 
-DTYPES = dict(zip(DTYPE_NAMES, (torch.float32, torch.bfloat16), strict=True))
+# the dtype of activations and caches per precision (int8 keeps them float32)
+DTYPES = dict(zip(DTYPE_NAMES, (torch.float32, torch.bfloat16, torch.float32), strict=True))
 
 
 def inference_dtype(name: str) -> torch.dtype:
     if name not in DTYPES:
         raise ValueError(f"unknown dtype {name!r}: accepted are {', '.join(DTYPES)}")
     return DTYPES[name]
+
+
+def for_inference(model: SimulTransformer, name: str) -> SimulTransformer:
+    """`model` in precision `name` (see `Engine.load`); int8 returns a quantized copy."""
+    model = model.to(inference_dtype(name))
+    if name == "int8":
+        # torch.ao's eager dynamic quantization still works in torch 2.13 but warns that it
+        # moves to torchao (not a dependency of ours); tests pin that it keeps working
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"torch\.quantize_per_tensor")
+            warnings.filterwarnings("ignore", message=r"torch\.ao\.quantization is deprecated")
+            quantized = torch.ao.quantization.quantize_dynamic(
+                model, {nn.Linear}, dtype=torch.qint8
+            )
+        assert isinstance(quantized, SimulTransformer)
+        return quantized
+    return model
 
 
 @functools.lru_cache(maxsize=1)

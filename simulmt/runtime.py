@@ -16,7 +16,8 @@ import logging
 
 log = logging.getLogger(__name__)
 
-DTYPE_NAMES = ("float32", "bfloat16")  # inference precisions (`Engine.load(dtype=...)`)
+# inference precisions (`Engine.load(dtype=...)`); int8 = dynamic int8 linear layers, float32 rest
+DTYPE_NAMES = ("float32", "bfloat16", "int8")
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3

@@ -204,8 +204,25 @@ def test_bfloat16_engine_runs_in_bfloat16(files: Path) -> None:
     sim = simulate(engine, "wait-k:k=2", SOURCES, REFERENCES, config=RunConfig(batch_size=3))
     fp32 = simulate(Engine.load(files / "model"), "wait-k:k=2", SOURCES, REFERENCES)
     assert [s.prediction for s in sim.stats] == [s.prediction for s in fp32.stats]
-    with pytest.raises(ValueError, match="unknown dtype 'int4': accepted are float32, bfloat16"):
+    with pytest.raises(
+        ValueError, match="unknown dtype 'int4': accepted are float32, bfloat16, int8"
+    ):
         Engine.load(files / "model", dtype="int4")
+
+
+def test_int8_engine_quantizes_every_linear_layer(files: Path) -> None:
+    """int8: the weights of all linear layers (projections, FFN, vocabulary) are int8, the
+    caches stay float32, and the tiny model's outputs match float32's on these lines."""
+    fp32_engine = Engine.load(files / "model")
+    engine = Engine.load(files / "model", dtype="int8")
+    assert engine.model.dtype is torch.float32  # activations and caches
+    assert engine.info.parameters == fp32_engine.info.parameters  # counted before quantizing
+    linears = [m for m in engine.model.modules() if isinstance(m, torch.nn.Linear)]
+    quantized = [m for m in engine.model.modules() if type(m).__name__ == "Linear"]
+    assert not linears and quantized  # dynamic-quantized Linear is not an nn.Linear
+    sim = simulate(engine, "wait-k:k=2", SOURCES, REFERENCES, config=RunConfig(batch_size=3))
+    fp32 = simulate(fp32_engine, "wait-k:k=2", SOURCES, REFERENCES)
+    assert [s.prediction for s in sim.stats] == [s.prediction for s in fp32.stats]
 
 
 def test_retranslation_records_displays(engine: Engine) -> None:

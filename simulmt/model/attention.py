@@ -25,7 +25,7 @@ class MultiHeadAttention(nn.Module):
 
     def project_kv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x: (B, S, D) -> keys, values: (B, H, S, dh) each."""
-        kv = F.linear(x, self.kv_proj.weight, self.kv_proj.bias)  # (B, S, 2D)
+        kv = self.kv_proj(x)  # (B, S, 2D)
         k, v = kv.chunk(2, dim=-1)  # (B, S, D) each
         return self._split(k), self._split(v)
 
@@ -43,7 +43,7 @@ class MultiHeadAttention(nn.Module):
         Every query row must allow at least one key (callers guarantee it), so no NaNs appear.
         Returns (B, T, D) and, if asked, the head-averaged weights (B, T, S).
         """
-        q = self._split(F.linear(x, self.q_proj.weight, self.q_proj.bias))  # (B, H, T, dh)
+        q = self._split(self.q_proj(x))  # (B, H, T, dh)
         if return_weights:
             scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)  # (B, H, T, S)
             scores = scores.masked_fill(~mask, float("-inf"))
@@ -56,4 +56,4 @@ class MultiHeadAttention(nn.Module):
             avg = None
         b, h, t, dh = out.shape
         out = out.transpose(1, 2).reshape(b, t, h * dh)  # (B, T, D)
-        return F.linear(out, self.out_proj.weight, self.out_proj.bias), avg
+        return self.out_proj(out), avg
