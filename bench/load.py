@@ -116,9 +116,11 @@ def added_delays(log: StreamLog) -> list[float]:
     return out
 
 
-async def one_client(url: str, words: list[str], *, policy: str, rate: float) -> StreamLog:
+async def one_client(
+    url: str, words: list[str], *, policy: str, rate: float, segmentation: str | None = None
+) -> StreamLog:
     await asyncio.sleep(random.random() / rate)  # clients do not speak in lockstep
-    return await run_stream(url, paced(words, rate), policy=policy)
+    return await run_stream(url, paced(words, rate), policy=policy, segmentation=segmentation)
 
 
 class ServerProcess:
@@ -174,6 +176,7 @@ async def run_load(
     rate: float,
     policy: str,
     front: str | None = None,
+    segmentation: str | None = None,
 ) -> RunResult:
     # several server processes: clients are dealt round-robin, as a least-connections proxy
     # would for sessions of equal length, or (front=URL) all go through nginx
@@ -184,7 +187,11 @@ async def run_load(
     logs = await asyncio.gather(
         *(
             one_client(
-                urls[i % len(urls)], client_words(sentences, i, count), policy=policy, rate=rate
+                urls[i % len(urls)],
+                client_words(sentences, i, count),
+                policy=policy,
+                rate=rate,
+                segmentation=segmentation,
             )
             for i in range(sessions)
         ),
@@ -281,6 +288,7 @@ async def capacity(args: argparse.Namespace, sentences: list[str], max_batch: in
                 rate=args.rate,
                 policy=args.policy,
                 front=front,
+                segmentation=args.segmentation,
             )
         print(result.row(label(args, max_batch)), flush=True)
         if result.completed < n or result.percentile(95) > args.budget_ms:
@@ -303,6 +311,7 @@ async def main(args: argparse.Namespace) -> int:
                 rate=args.rate,
                 policy=args.policy,
                 front=front,
+                segmentation=args.segmentation,
             )
         print(result.row(label(args, args.max_batch)))
         return 0 if result.completed == args.sessions else 1
@@ -326,6 +335,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--duration", type=float, default=30.0, help="seconds each client speaks")
     p.add_argument("--rate", type=float, default=2.5, help="source words per second per client")
     p.add_argument("--policy", default="wait-k:k=3")
+    p.add_argument(
+        "--segmentation",
+        choices=("punctuation", "client", "auto"),
+        help="how sessions end sentences (default: the server's; auto holds words back for "
+        "the boundary detector's lookahead, which adds its wait to every delay)",
+    )
     p.add_argument("--max-batch", type=int, default=64)
     p.add_argument("--threads", type=int, help="torch threads of the server process")
     p.add_argument("--dtype", default="float32", help="server inference precision")
