@@ -155,8 +155,9 @@ class Engine:
             s = len(source.ids)
             memory, enc = self.model.encode(ids, past=past, start=s)
             new_enc = stack_kv([(k[:, :, s:], v[:, :, s:]) for k, v in enc])  # (2L, 1, H, n, dh)
-            source.enc_kv = append_kv(source.enc_kv, new_enc)  # (2L_enc, 1, H, S+n, dh)
             cross = stack_kv(self.model.cross_kv(memory))  # (2L_dec, 1, H, n, dh)
+            # all model work is done: only now does the source change
+            source.enc_kv = append_kv(source.enc_kv, new_enc)  # (2L_enc, 1, H, S+n, dh)
             source.append_cross(cross, self.cache_pool)
             source.ids += new
         source.ends += ends
@@ -172,8 +173,19 @@ class Engine:
         start = time.perf_counter()
         spans = [self._tokenize(source, ws) for source, ws in zip(sources, words, strict=True)]
         new_ids = [ids for ids, _ in spans]
-        for rows in _encoder_groups(new_ids):
-            self._encode_rows([sources[i] for i in rows], [new_ids[i] for i in rows])
+        # every group's model work first, then every source changes: a failure part-way (an
+        # internal error) leaves all sources as they were, so a retry encodes each word once
+        encoded = [
+            (rows, *self._encode_rows([sources[i] for i in rows], [new_ids[i] for i in rows]))
+            for rows in _encoder_groups(new_ids)
+        ]
+        for rows, enc, cross in encoded:
+            for r, i in enumerate(rows):
+                n = len(new_ids[i])
+                source = sources[i]
+                source.enc_kv = append_kv(source.enc_kv, enc[:, r : r + 1, :, :n])
+                source.append_cross(cross[:, r : r + 1, :, :n], self.cache_pool)
+                source.ids += new_ids[i]
         for source, (_, ends) in zip(sources, spans, strict=True):
             source.ends += ends
         self.compute_ms += (time.perf_counter() - start) * 1000
@@ -191,7 +203,12 @@ class Engine:
             raise ValueError(f"sentence longer than {self.model.cfg.max_len} tokens")
         return new, ends
 
-    def _encode_rows(self, sources: Sequence[SourceState], new_ids: Sequence[list[int]]) -> None:
+    def _encode_rows(
+        self, sources: Sequence[SourceState], new_ids: Sequence[list[int]]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One encoder pass over the new tokens of `sources` (changes none of them): their
+        encoder K/V (2L_enc, B, H, T, dh) and cross-attention K/V (2L_dec, B, H, T, dh), row b
+        valid up to len(new_ids[b])."""
         cfg = self.model.cfg
         lengths = torch.tensor([len(x) for x in new_ids])  # (B,)
         past_lengths = torch.tensor([len(s.ids) for s in sources])  # (B,)
@@ -208,11 +225,7 @@ class Engine:
         memory, new_kv = self.model.encode_ragged(src, lengths, past, past_lengths)
         enc = stack_kv(new_kv)  # (2L_enc, B, H, T, dh)
         cross = stack_kv(self.model.cross_kv(memory))  # (2L_dec, B, H, T, dh)
-        for r, source in enumerate(sources):
-            n = int(lengths[r])
-            source.enc_kv = append_kv(source.enc_kv, enc[:, r : r + 1, :, :n])
-            source.append_cross(cross[:, r : r + 1, :, :n], self.cache_pool)
-            source.ids += new_ids[r]
+        return enc, cross
 
     def step(self, requests: Sequence[StepRequest]) -> list[StepResult]:
         """One batched decoder step (`run_step`), its time counted in `compute_ms`."""

@@ -381,6 +381,49 @@ def test_a_refused_too_long_input_leaves_the_source_as_it_was() -> None:
         assert torch.equal(_cross(s), cross)
 
 
+def test_a_batched_encode_that_fails_part_way_changes_no_source(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An internal error in the second encoder call of a batch (a long word among short ones
+    makes two calls) leaves both sources as they were, so the server's retry of each session
+    alone encodes every word once (the old order had changed the first call's sources)."""
+    from simulmt.engine import PAD_WASTE_LIMIT, Engine
+
+    engine = Engine.tiny(0)
+    a, b, c = SourceState(), SourceState(), SourceState()
+    for s in (a, b, c):
+        engine.encode(s, ["der", "Haus"])
+    before = [(list(s.ids), list(s.ends), s.enc_kv, _cross(s).clone()) for s in (a, b, c)]
+    short, long_word = ["heute"], ["Donaudampfschifffahrtsgesellschaft" * 2]
+    words = [short, short, long_word]
+    new = [sum((engine.tokenizer.encode_word(w, first=False) for w in ws), []) for ws in words]
+    assert max(map(len, new)) * 3 - sum(map(len, new)) > PAD_WASTE_LIMIT  # two calls
+    calls = []
+    real = engine.model.cross_kv
+
+    def failing_second_call(memory: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        calls.append(memory.shape)
+        if len(calls) == 2:
+            raise RuntimeError("injected fault")
+        return real(memory)
+
+    monkeypatch.setattr(engine.model, "cross_kv", failing_second_call)
+    with pytest.raises(RuntimeError, match="injected fault"):
+        engine.encode_many([a, b, c], words)
+    assert len(calls) == 2
+    for s, (ids, ends, enc, cross) in zip((a, b, c), before, strict=True):
+        assert s.ids == ids and s.ends == ends and s.enc_kv is enc
+        assert torch.equal(_cross(s), cross)
+    monkeypatch.setattr(engine.model, "cross_kv", real)
+    engine.encode_many([a, b, c], words)  # the retry: each word once, as encoding alone
+    for s, ws in zip((a, b, c), words, strict=True):
+        alone = SourceState()
+        engine.encode(alone, ["der", "Haus"])
+        engine.encode(alone, ws)
+        assert s.ids == alone.ids and s.ends == alone.ends
+        assert torch.allclose(_cross(s), _cross(alone), atol=1e-5)
+
+
 def _cross(source: SourceState) -> torch.Tensor:
     assert source.cross_kv is not None
     return source.cross_kv

@@ -270,12 +270,13 @@ async def test_allowed_origins() -> None:
 
 
 class FaultyEngine(Engine):
-    """The tiny model with one injected fault: encoding the word KAPUTT raises."""
+    """The tiny model with one injected fault: encoding the word KAPUTT raises, alone or in a
+    batch with other sessions' words (`encode_many` is the sessions' one encode path)."""
 
-    def encode(self, source: Any, words: Sequence[str]) -> None:
-        if "KAPUTT" in words:
+    def encode_many(self, sources: Sequence[Any], words: Sequence[Sequence[str]]) -> float:
+        if any("KAPUTT" in ws for ws in words):
             raise RuntimeError("injected fault")
-        super().encode(source, words)
+        return super().encode_many(sources, words)
 
 
 @functools.cache
