@@ -106,6 +106,18 @@ async def test_happy_path_matches_a_session_alone() -> None:
     assert tuple(log.finals()) == reference_finals("wait-k:k=2")
 
 
+@pytest.mark.parametrize(
+    "policy", ["alignatt:f=2", "confidence:threshold=0.5", "wait-if-worse", "local-agreement"]
+)
+async def test_adaptive_policies_through_the_server_match_a_session_alone(policy: str) -> None:
+    """Policies that read the model's attention or distribution (and re-translation) decide the
+    same through the server's batched worker as in a Session alone."""
+    async with running() as server:
+        log = await stream(server, policy)
+    check_stream(log)
+    assert tuple(log.finals()) == reference_finals(policy)
+
+
 async def test_chunking_does_not_change_the_translation() -> None:
     """One message per word, everything in one message, or paced: the same finals."""
     async with running() as server:

@@ -138,15 +138,14 @@ def _word_reference(text: str, k: int) -> str:
     sees x<=min(k+i-1, |x|). A word ends where the next token opens a new word; when a READ
     comes before the next word, that look-ahead is recomputed with the new word visible and
     may not continue the word. Decoder position p keeps the visibility its kept prediction
-    had (what the streaming search's caches hold). The length limit is that of the whole
-    source (the streaming search's is that of the source received so far)."""
+    had (what the streaming search's caches hold). While the source is not all read, a
+    hypothesis may be at most `max_target_len(tokens read)` long: at that length the word under
+    way ends and one more word is read (the tiny model writes words long enough for this)."""
     tok, model = ENGINE.tokenizer, ENGINE.model
     src = tok.encode(text)
     ends = word_ends(src, tok.is_word_start)
+    n = len(ends)
     cross = model.cross_kv(model.encode(torch.tensor([src]))[0])
-
-    def vis_of(word: int) -> int:
-        return ends[min(k + word - 1, len(ends)) - 1]
 
     def next_token(out: list[int], vis: list[int], *, new_word: bool) -> int:
         logits = model.decode(torch.tensor([[BOS_ID, *out]]), cross, torch.tensor([vis]))
@@ -158,27 +157,36 @@ def _word_reference(text: str, k: int) -> str:
             lp[[i for i in range(len(lp)) if i != EOS_ID and not tok.is_word_start(i)]] = -1e30
         return int(lp.argmax())
 
+    def capped(length: int, read: int) -> bool:
+        return read < n and length >= max_target_len(ends[read - 1])
+
     out: list[int] = []
     vis: list[int] = []
-    word = 1
+    read, written, in_word = min(k, n), 0, False
     while len(out) < max_target_len(len(src)):
-        t = next_token(out, [*vis, vis_of(word)], new_word=False)
-        if out and tok.is_word_start(t):  # word `word` is complete; t opens the next one
-            if vis_of(word + 1) > vis_of(word):  # a READ comes first: recompute t
-                t = next_token(out, [*vis, vis_of(word + 1)], new_word=True)
-            word += 1
-        vis.append(vis_of(word))
+        if capped(len(out), read):  # the word under way (if any) ends here; READ
+            written, in_word, read = written + (1 if in_word else 0), False, read + 1
+            continue
+        if not in_word:
+            read = max(read, min(k + written, n))  # word written+1 needs k+written words read
+        t = next_token(out, [*vis, ends[read - 1]], new_word=not in_word and bool(out))
+        if in_word and tok.is_word_start(t):  # the word is complete; t opens the next one
+            written, in_word = written + 1, False
+            if min(k + written, n) > read or capped(len(out) + 1, read):
+                continue  # a READ comes first: t is recomputed with the new word visible
+        vis.append(ends[read - 1])
         if t == EOS_ID:
             break
         out.append(t)
+        in_word = True
     return " ".join(tok.decode(out).split())
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 5])
 @pytest.mark.parametrize("text", SENTENCES)
 def test_wait_k_beam1_equals_reference_decoder(text: str, k: int) -> None:
-    """The whole sentence arrives at once, so the length limit is the same for both (the
-    tiny model writes words long enough to reach it)."""
+    """The whole sentence arrives at once; the length limit follows the words read (the tiny
+    model writes words long enough to reach it)."""
     ups = run_stream(f"wait-k:k={k}", text, [])
     assert [u.text for u in ups if u.final] == [_word_reference(text, k)]
 

@@ -77,8 +77,13 @@ class OnlineSearch:
         )
 
     def max_len(self, st: StreamState) -> int:
+        """The longest hypothesis the source *read so far* allows. Not the source received:
+        how many words have arrived depends on timing (a server's chunks), and the output must
+        not (a Session alone, a server and the evaluator give the same translation)."""
         return max_target_len(
-            len(st.source.ids), ratio=self.opts.max_len_ratio, extra=self.opts.max_len_extra
+            st.source.visible(st.words_read),
+            ratio=self.opts.max_len_ratio,
+            extra=self.opts.max_len_extra,
         )
 
     def read(self, st: StreamState) -> None:
