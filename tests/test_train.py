@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import subprocess
@@ -16,6 +17,7 @@ from simulmt.engine import Engine, _tiny_pairs
 from simulmt.export import export
 from simulmt.model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
 from simulmt.session import Session
+from simulmt.train.batches import Batch
 from simulmt.train.config import TrainConfig
 from simulmt.train.loop import Trainer
 
@@ -97,6 +99,30 @@ def test_training_reduces_loss_and_saves(data_dir: Path, tmp_path: Path) -> None
     assert (tmp_path / "run" / "last.pt").exists() and (tmp_path / "run" / "best.pt").exists()
     assert (tmp_path / "run" / "dev.log").read_text().count("bleu_full") == 2
     assert load_checkpoint(tmp_path / "run" / "last.pt")["train_config"]["max_steps"] == 12
+
+
+def test_a_background_run_logs_mean_loss_lines(
+    data_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """stderr is no terminal (as under nohup): no progress bar, a line every log_every steps
+    with the mean loss of exactly those steps."""
+    cfg = tiny_config(data_dir, tmp_path / "run", max_steps=6, log_every=2, eval_every=100)
+    trainer = Trainer(cfg)
+    losses: list[float] = []
+    update = trainer._update
+
+    def recording(batch: Batch) -> float:
+        losses.append(update(batch))
+        return losses[-1]
+
+    trainer._update = recording  # type: ignore[method-assign]
+    with caplog.at_level(logging.INFO, logger="simulmt.train.loop"):
+        trainer.run()
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
+    assert [line.split(":")[0] for line in lines] == ["step 2", "step 4", "step 6"]
+    for i, line in enumerate(lines):
+        mean = sum(losses[2 * i : 2 * i + 2]) / 2
+        assert f"loss {mean:.3f} (mean of 2)" in line and "s/step" in line
 
 
 def test_resume_continues_exactly(data_dir: Path, tmp_path: Path) -> None:

@@ -49,6 +49,7 @@ class TrainConfig:
     max_minutes: float = 0.0  # stop (and save) after this wall time; 0 = no limit
     eval_every: int = 1000  # steps between dev BLEU evaluations
     save_every: int = 500  # steps between checkpoints (last.pt + step-N.pt)
+    log_every: int = 50  # steps per progress line in the log when stderr is no terminal
     keep_last: int = 5  # step checkpoints kept for averaging
     dev_sentences: int = 300  # dev sentences decoded for the periodic BLEU
     seed: int = 1

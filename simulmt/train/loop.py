@@ -8,6 +8,7 @@ import logging
 import math
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -251,8 +252,13 @@ class Trainer:
         cfg, p = self.cfg, self.progress
         self.model.train()
         start = time.time()
-        bar = tqdm(total=cfg.max_steps, initial=p.step, disable=self.rank != 0, unit="step")
+        # a terminal gets a progress bar; a log file (a background run) a line per
+        # `log_every` steps with the mean loss since the last line (one batch's loss is noisy)
+        tty = sys.stderr.isatty()
+        bar = tqdm(total=cfg.max_steps, initial=p.step, disable=self.rank != 0 or not tty,
+                   unit="step")
         tokens_seen, t0 = 0, time.time()
+        window = _Window(p.step)
         while p.step < cfg.max_steps:
             order = epoch_order(len(self.batches), cfg.seed, p.epoch)
             while p.batch_pos + self.world <= len(order) and p.step < cfg.max_steps:
@@ -267,6 +273,10 @@ class Trainer:
                     loss=f"{loss:.3f}", tok_s=f"{rate:.0f}", lr=f"{self.sched.get_last_lr()[0]:.2e}"
                 )
                 bar.update(1)
+                window.add(loss, batch.n_tokens)
+                if not tty and self.rank == 0 and p.step % cfg.log_every == 0:
+                    log.info("%s, lr %.2e", window.line(p.step), self.sched.get_last_lr()[0])
+                    window = _Window(p.step)
                 if p.step % cfg.eval_every == 0:
                     self._evaluate()
                 elif p.step % cfg.save_every == 0:
@@ -337,3 +347,24 @@ def _dist_setup() -> tuple[int, int]:
     if world > 1 and not dist.is_initialized():
         dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
     return (dist.get_rank(), world) if world > 1 else (0, 1)
+
+
+class _Window:
+    """Training progress since a step: mean loss, tokens/s and seconds per step."""
+
+    def __init__(self, step: int) -> None:
+        self.step, self.start = step, time.time()
+        self.losses: list[float] = []
+        self.tokens = 0
+
+    def add(self, loss: float, tokens: int) -> None:
+        self.losses.append(loss)
+        self.tokens += tokens
+
+    def line(self, step: int) -> str:
+        seconds = max(time.time() - self.start, 1e-6)
+        mean = sum(self.losses) / max(len(self.losses), 1)
+        return (
+            f"step {step}: loss {mean:.3f} (mean of {len(self.losses)}), "
+            f"{self.tokens / seconds:.0f} tokens/s, {seconds / max(step - self.step, 1):.2f} s/step"
+        )
