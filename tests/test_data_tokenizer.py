@@ -93,6 +93,19 @@ def test_encode_is_concatenation_of_words(with_bytes: Path, sentence_words: list
     assert len(starts) == len(sentence_words) and starts[0] == 0
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40))
+def test_memoized_encode_equals_sentencepiece_per_word(with_bytes: Path, text: str) -> None:
+    """`encode` goes through the word memo; for any text (tabs, runs of spaces, no-break
+    spaces, controls) it gives what sentencepiece gives for the space-separated words, also
+    when the words were seen before."""
+    tok = Tokenizer.load(with_bytes)
+    words = [w for w in text.split(" ") if w]
+    expected = [i for ids in tok._sp.encode(words, out_type=int) for i in ids] if words else []
+    assert tok.encode(text) == expected
+    assert tok.encode(text) == expected  # from the memo
+
+
 def test_word_api_errors_and_specials(tiny: Path) -> None:
     tok = Tokenizer.load(tiny)
     with pytest.raises(ValueError, match="without whitespace"):

