@@ -343,7 +343,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--max-batch", type=int, default=64)
     p.add_argument("--threads", type=int, help="torch threads of the server process")
-    p.add_argument("--dtype", default="float32", help="server inference precision")
+    p.add_argument(
+        "--dtype", default="int8", help="server inference precision (default int8, as serve's)"
+    )
     p.add_argument("--server-args", default="", help="more `simulmt serve` options, one string")
     p.add_argument(
         "--processes", type=int, default=1, help="server processes; clients dealt round-robin"

@@ -97,6 +97,10 @@ def test_serve_takes_the_option() -> None:
 
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)
-    assert cli.config_from_args(parser.parse_args(["--loop-guard", "8"])).loop_guard == 8
+    assert cli.config_from_args(parser.parse_args(["--loop-guard", "4"])).loop_guard == 4
+    # `simulmt serve` guards by default (live captions) and runs int8; the library does not
+    defaults = parser.parse_args([])
+    assert cli.config_from_args(defaults).loop_guard == 8 and defaults.dtype == "int8"
+    assert cli.config_from_args(parser.parse_args(["--loop-guard", "0"])).loop_guard == 0
     with pytest.raises(ValueError, match="loop_guard"):
         cli.config_from_args(parser.parse_args(["--loop-guard", "-1"]))
