@@ -4,7 +4,9 @@
 #   registry sources), newstest2014 and newstest2015 (../shared/corpora/newstest; never trained
 #   on), each in its written view and its recognizer view (lowercase, no punctuation);
 #   full sentence (beam 5 and greedy) and wait-1/3/5/7 (greedy, word level).
-#   scripts/benchmark-model.sh MODEL_DIR [OUT_DIR] [CORPUS_DIR]
+#   [EVAL_FLAGS="--loop-guard 8 --dtype int8"] scripts/benchmark-model.sh MODEL_DIR [OUT_DIR] [CORPUS_DIR]
+# EVAL_FLAGS go to every `simulmt eval` (e.g. what `simulmt serve` runs by default: the line
+# above); run once without and once with them (into another OUT_DIR) to show both.
 # Writes one JSON line per (test set, view, policy) into OUT_DIR/MODEL_NAME.jsonl; the loop rate
 # of every output is added by scripts/results_table.py --runs.
 set -euo pipefail
@@ -14,6 +16,7 @@ CORPUS=${3:-cache/corpus}
 NEWS=${NEWS:-../shared/corpora/newstest}
 BIN=${BIN:-.venv/bin}
 JOBS=${JOBS:-2}
+read -r -a extra <<< "${EVAL_FLAGS:-}"
 name=$(basename "$MODEL")
 mkdir -p "$OUT" cache
 for f in de en source; do awk 'NR % 5 == 1' "$CORPUS/test.$f" > cache/test-1in5.$f; done
@@ -25,7 +28,7 @@ for entry in "${sets[@]}"; do
   IFS=: read -r set src ref groups <<< "$entry"
   for view in text asr; do
     args=(--model "$MODEL" --source "$src" --reference "$ref" --source-style "$view"
-          --jobs "$JOBS" --threads 1 --no-progress --json)
+          --jobs "$JOBS" --threads 1 --no-progress --json "${extra[@]}")
     [ -n "$groups" ] && args+=(--groups "$groups")
     for run in "beam5 --policy full --beam 5" "greedy --policy full --sweep wait-k:k=1,3,5,7"; do
       read -r tag flags <<< "$run"
