@@ -176,6 +176,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         load = functools.partial(Engine.load, args.model, dtype=args.dtype)
         name = str(args.model or "default")
+        logger.info(
+            "precision %s, loop guard %s (serve's live defaults: --dtype %s --loop-guard %d)",
+            args.dtype,
+            args.loop_guard or "off",
+            LIVE_DTYPE,
+            LIVE_LOOP_GUARD,
+        )
     # The model worker thread runs hundreds of small torch ops per step, each releasing and
     # re-taking the GIL; with the default 5 ms switch interval a busy event loop makes it wait
     # up to 5 ms for every one of them (a convoy). A short interval keeps steps fast under load.
