@@ -156,10 +156,7 @@ class Engine:
             memory, enc = self.model.encode(ids, past=past, start=s)
             new_enc = stack_kv([(k[:, :, s:], v[:, :, s:]) for k, v in enc])  # (2L, 1, H, n, dh)
             cross = stack_kv(self.model.cross_kv(memory))  # (2L_dec, 1, H, n, dh)
-            # all model work is done: only now does the source change
-            source.enc_kv = append_kv(source.enc_kv, new_enc)  # (2L_enc, 1, H, S+n, dh)
-            source.append_cross(cross, self.cache_pool)
-            source.ids += new
+            self._extend(source, new, new_enc, cross)  # all model work is done: only now
         source.ends += ends
         self.compute_ms += (time.perf_counter() - start) * 1000
 
@@ -182,14 +179,22 @@ class Engine:
         for rows, enc, cross in encoded:
             for r, i in enumerate(rows):
                 n = len(new_ids[i])
-                source = sources[i]
-                source.enc_kv = append_kv(source.enc_kv, enc[:, r : r + 1, :, :n])
-                source.append_cross(cross[:, r : r + 1, :, :n], self.cache_pool)
-                source.ids += new_ids[i]
+                self._extend(
+                    sources[i], new_ids[i], enc[:, r : r + 1, :, :n], cross[:, r : r + 1, :, :n]
+                )
         for source, (_, ends) in zip(sources, spans, strict=True):
             source.ends += ends
         self.compute_ms += (time.perf_counter() - start) * 1000
         return (time.perf_counter() - start) * 1000
+
+    def _extend(
+        self, source: SourceState, new: list[int], enc: torch.Tensor, cross: torch.Tensor
+    ) -> None:
+        """Append encoded tokens to `source`: their encoder K/V (2L_enc, 1, H, n, dh) and
+        cross-attention K/V (2L_dec, 1, H, n, dh). The one place an encode changes a source."""
+        source.enc_kv = append_kv(source.enc_kv, enc)  # (2L_enc, 1, H, S+n, dh)
+        source.append_cross(cross, self.cache_pool)
+        source.ids += new
 
     def _tokenize(self, source: SourceState, words: Sequence[str]) -> tuple[list[int], list[int]]:
         """The new tokens of `words` and their word ends, checked against the model's length
