@@ -298,3 +298,58 @@ def test_distilled_targets_replace_references_line_by_line(data_dir: Path, tmp_p
     teacher.write_text("one line\n", encoding="utf-8")
     with pytest.raises(ValueError, match="has 1 lines but the training split has"):
         Trainer(tiny_config(data_dir, tmp_path / "run2", distill=str(teacher)))
+
+
+def test_upsample_repeats_pairs_by_their_source() -> None:
+    from simulmt.train.batches import upsample
+
+    items, sources = ["a1", "b1", "a2", "c1"], ["a", "b", "a", "c"]
+    assert upsample(items, sources, {"a": 3, "c": 0}) == ["a1"] * 3 + ["b1"] + ["a2"] * 3
+    assert upsample(items, sources, {}) == items
+    with pytest.raises(ValueError, match=r"not in the training split: \['z'\].*has: \['a', 'b'"):
+        upsample(items, sources, {"z": 2})
+    with pytest.raises(ValueError, match="4 training pairs but 3 source names"):
+        upsample(items, sources[:3], {"a": 2})
+
+
+def test_upsample_config_from_toml_and_set(tmp_path: Path) -> None:
+    f = tmp_path / "c.toml"
+    f.write_text("[upsample]\neuroparl = 4\nbible = 0\n")
+    cfg = TrainConfig.from_toml(f)
+    assert cfg.upsample == {"europarl": 4, "bible": 0}
+    assert TrainConfig.from_dict(cfg.to_dict()) == cfg
+    assert cfg.override(["upsample=europarl:2,ding:3"]).upsample == {"europarl": 2, "ding": 3}
+    assert cfg.override(["upsample="]).upsample == {}
+    with pytest.raises(ValueError, match="source:factor pairs"):
+        cfg.override(["upsample=europarl"])
+    with pytest.raises(ValueError, match="whole number"):
+        cfg.override(["upsample=europarl:lots"])
+    with pytest.raises(ValueError, match=">= 0"):
+        TrainConfig.from_dict({"upsample": {"europarl": -1}})
+
+
+def test_upsampled_training_and_a_changed_mix_on_resume(data_dir: Path, tmp_path: Path) -> None:
+    """The factors multiply a source's pairs; resuming with other factors starts a new epoch
+    (the saved place indexes the old batches), resuming with the same ones continues in place."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for f in data_dir.iterdir():
+        (corpus / f.name).write_bytes(f.read_bytes())
+    n = len(_tiny_pairs())
+    names = ["odd" if i % 2 else "even" for i in range(n)]
+    (corpus / "train.source").write_text("".join(x + "\n" for x in names), encoding="utf-8")
+    plain = Trainer(tiny_config(corpus, tmp_path / "p"))
+    tripled = Trainer(tiny_config(corpus, tmp_path / "t", upsample="odd:3"))
+    assert len(tripled.train) == len(plain.train) + 2 * names.count("odd")
+    assert sorted(map(tuple, (e.src for e in tripled.train))) == sorted(
+        [e.src for e in plain.train] + [e.src for i, e in enumerate(plain.train) if i % 2] * 2
+    )
+    run = tmp_path / "run"
+    Trainer(tiny_config(corpus, run, max_steps=3, eval_every=100)).run()
+    saved = load_checkpoint(run / "last.pt")["progress"]
+    assert saved["batch_pos"] == 3
+    same = Trainer(tiny_config(corpus, run, max_steps=3, eval_every=100), resume=True)
+    assert (same.progress.epoch, same.progress.batch_pos) == (saved["epoch"], 3)
+    changed = Trainer(tiny_config(corpus, run, upsample="odd:3"), resume=True)
+    assert (changed.progress.epoch, changed.progress.batch_pos) == (saved["epoch"] + 1, 0)
+    assert changed.progress.n_batches == len(changed.batches)

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 
 from simulmt.search.offline import pad_batch
 from simulmt.vocab import BOS_ID, EOS_ID
 from simulmt.words import FULL, word_ends
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,23 @@ def make_examples(
                                target_words(tgt, is_word_start), tuple(view),
                                tuple(word_ends(view, is_word_start))))
     return out
+
+
+def upsample(items: Sequence[T], sources: Sequence[str], factors: dict[str, int]) -> list[T]:
+    """Each item repeated by the factor of its source (1 if unnamed, 0 drops it), in order.
+
+    Repeating pairs, rather than weighting the loss, keeps batches and resume as they are; the
+    bucketing spreads the copies over different batches of an epoch only by chance, which is
+    what sampling with replacement would do too."""
+    if len(items) != len(sources):
+        raise ValueError(f"{len(items)} training pairs but {len(sources)} source names: the "
+                         "split's .source file must name the source of every line")
+    unknown = sorted(set(factors) - set(sources))
+    if unknown:
+        raise ValueError(f"upsample names sources not in the training split: {unknown}; "
+                         f"the split has: {sorted(set(sources))}")
+    return [item for item, name in zip(items, sources, strict=True)
+            for _ in range(factors.get(name, 1))]
 
 
 def bucket_batches(examples: Sequence[Example], *, max_tokens: int) -> list[list[int]]:

@@ -37,6 +37,11 @@ class TrainConfig:
     # per line of train.{src} (scripts/distill.sh), used as the training targets instead of
     # train.{tgt}; None = the references
     distill: Path | None = None
+    # per-source repeat factors for the training split (`{split}.source` names each line's source,
+    # as `simulmt data build` writes it): {"europarl": 4} gives each Europarl pair four times an
+    # epoch, 0 leaves a source out; sources not named keep factor 1. Changing it on --resume
+    # starts a new epoch (the batches are rebuilt).
+    upsample: dict[str, int] = field(default_factory=dict)
     max_tokens: int = 6000  # padded source+target tokens per batch (CPU-friendly)
     max_len: int = 100  # training pairs longer than this (tokens, either side) are skipped
     lr: float = 1e-3  # peak learning rate after warm-up (small model, short schedule)
@@ -65,6 +70,7 @@ class TrainConfig:
         d["init_from"] = str(self.init_from) if self.init_from else None
         d["distill"] = str(self.distill) if self.distill else None
         d["wait_k"], d["betas"] = list(self.wait_k), list(self.betas)
+        d["upsample"] = dict(self.upsample)
         return d
 
     @classmethod
@@ -106,6 +112,8 @@ def _build(cls: type[TrainConfig], data: dict[str, Any], **extra: Any) -> TrainC
 def _coerce(tp: Any, value: Any) -> Any:
     if tp is Path or tp == Path | None:
         return Path(value) if value is not None else None
+    if typing.get_origin(tp) is dict:
+        return check_factors(value)
     if typing.get_origin(tp) is tuple:
         return tuple(value)
     return value
@@ -121,6 +129,8 @@ def parse_value(cls: type, name: str, text: str) -> Any:
         if text.lower() not in ("true", "false", "1", "0"):
             raise ValueError(f"{name} takes true/false, got {text!r}")
         return text.lower() in ("true", "1")
+    if typing.get_origin(tp) is dict:
+        return parse_factors(name, text)
     if typing.get_origin(tp) is tuple:
         (elem, *_) = typing.get_args(tp)
         return tuple(elem(x) for x in text.split(",") if x)
@@ -132,3 +142,30 @@ def parse_value(cls: type, name: str, text: str) -> Any:
         return tp(text)
     except (TypeError, ValueError) as e:
         raise ValueError(f"{name} takes {getattr(tp, '__name__', tp)}, got {text!r}") from e
+
+
+def parse_factors(name: str, text: str) -> dict[str, int]:
+    """`europarl:4,bible:2` (the `--set` form of a TOML table) as {name: factor}."""
+    out: dict[str, int] = {}
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        key, sep, value = item.partition(":")
+        if not sep or not key.strip():
+            raise ValueError(f"{name} takes source:factor pairs like europarl:4,bible:2; "
+                             f"got {item!r}")
+        try:
+            out[key.strip()] = int(value)
+        except ValueError as e:
+            raise ValueError(f"{name}: the factor of {key.strip()!r} must be a whole number, "
+                             f"got {value!r}") from e
+    return check_factors(out)
+
+
+def check_factors(value: Any) -> dict[str, int]:
+    """A {source: factor} table with whole factors >= 0, or ValueError saying what is wrong."""
+    if not isinstance(value, dict):
+        raise ValueError(f"upsample takes a table of source = factor, got {value!r}")
+    for key, factor in value.items():
+        if not isinstance(factor, int) or isinstance(factor, bool) or factor < 0:
+            raise ValueError(f"upsample: the factor of {key!r} must be a whole number >= 0 "
+                             f"(0 leaves the source out), got {factor!r}")
+    return {str(k): int(v) for k, v in value.items()}

@@ -24,7 +24,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from simulmt.data.asr import recognizer_view
-from simulmt.data.corpus import read_parallel
+from simulmt.data.corpus import iter_split_side, read_parallel
 from simulmt.data.tokenizer import Tokenizer
 from simulmt.model.checkpoint import (
     CheckpointError,
@@ -34,7 +34,14 @@ from simulmt.model.checkpoint import (
 )
 from simulmt.model.transformer import SimulTransformer
 from simulmt.search.offline import greedy_decode
-from simulmt.train.batches import Batch, Example, bucket_batches, collate, make_examples
+from simulmt.train.batches import (
+    Batch,
+    Example,
+    bucket_batches,
+    collate,
+    make_examples,
+    upsample,
+)
 from simulmt.train.config import TrainConfig
 from simulmt.words import FULL
 
@@ -49,6 +56,7 @@ class Progress:
     epoch: int = 0
     batch_pos: int = 0  # index into this epoch's shuffled batch order
     best_bleu: float = -1.0
+    n_batches: int = 0  # batches an epoch had (0: unknown, from an older checkpoint)
 
 
 def pick_device(name: str) -> torch.device:
@@ -144,6 +152,9 @@ class Trainer:
         pairs = read_parallel(self.cfg.data, split, self.cfg.src, self.cfg.tgt)
         if split == "train" and self.cfg.distill is not None:
             pairs = with_teacher_targets(pairs, self.cfg.distill)
+        if split == "train" and self.cfg.upsample:
+            sources = list(iter_split_side(self.cfg.data, split, "source"))
+            pairs = upsample(pairs, sources, self.cfg.upsample)
         ids = [(self.tok.encode(s), self.tok.encode(t)) for s, t in pairs]
         asr = [self.tok.encode(recognizer_view(s)) for s, _ in pairs] if self.cfg.asr_rate else None
         return make_examples(ids, self.tok.is_word_start, max_len=self.cfg.max_len, asr=asr)
@@ -170,6 +181,7 @@ class Trainer:
                 "epoch": p.epoch,
                 "batch_pos": p.batch_pos,
                 "best_bleu": p.best_bleu,
+                "n_batches": len(self.batches),
             },
             "tokenizer": self.tok.to_bytes(),
             "warm_start": self.warm_start,
@@ -184,6 +196,15 @@ class Trainer:
         self.progress = Progress(**data["progress"])
         self.warm_start = dict(data.get("warm_start", {}))
         log.info("resumed from %s at step %d", path, self.progress.step)
+        before = dict(data.get("train_config", {}).get("upsample") or {})
+        p = self.progress
+        if before != self.cfg.upsample or p.n_batches not in (0, len(self.batches)):
+            # the saved place in the epoch indexes batches that no longer exist
+            log.info("the training mix changed (upsample %s -> %s, %d -> %d batches): "
+                     "starting epoch %d afresh", before, self.cfg.upsample, p.n_batches,
+                     len(self.batches), p.epoch + 1)
+            p.epoch, p.batch_pos = p.epoch + 1, 0
+        p.n_batches = len(self.batches)
 
     def _warm_start(self, source: Path) -> None:
         """Begin from the weights of a model folder or checkpoint; optimizer and schedule fresh."""
