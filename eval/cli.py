@@ -327,6 +327,7 @@ def _evaluate_all(
     labels: list[str] | None = None,
 ) -> list[PolicyResult]:
     from simulmt.eval.instances import write_run
+    from simulmt.eval.loops import loop_rate
     from simulmt.eval.runner import simulate
     from tqdm import tqdm
 
@@ -350,6 +351,7 @@ def _evaluate_all(
             alpha=args.alpha,
             unit=args.unit,
             wall_s=sim.wall_s,
+            loops=loop_rate([s.prediction for s in sim.stats]),
             groups=_group_scores(labels, sim.stats, sentences, references, latency_config)
             if labels is not None
             else None,

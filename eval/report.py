@@ -31,6 +31,7 @@ class PolicyResult:
     unit: str = "word"  # what one WRITE wrote (SearchOptions.unit)
     wall_s: float | None = None  # wall-clock time of the simulation
     groups: dict[str, dict[str, object]] | None = None  # per-label scores (--groups)
+    loops: float | None = None  # % of outputs that loop (simulmt.eval.loops), None: not counted
 
     def as_dict(self) -> dict[str, object]:
         """Flat JSON-able record: the keys of `simulmt eval --json` and scores.json."""
@@ -53,6 +54,7 @@ class PolicyResult:
             "empty_scoring": self.config.empty.value,
             "rate": self.config.rate,
             "wall_s": self.wall_s,
+            "loops": self.loops,
             **({"groups": self.groups} if self.groups is not None else {}),
         }
 
@@ -67,6 +69,7 @@ _COLUMNS = [  # (header, key, format)
     ("AP", "ap", "{:.3f}"),
     ("CA-AL ms", "ca_al", "{:.0f}"),
     ("NE", "normalized_erasure", "{:.3f}"),
+    ("loops %", "loops", "{:.1f}"),
     ("sent", "sentences", "{}"),
     ("empty", "empty", "{}"),
 ]

@@ -7,8 +7,8 @@
 #   [EVAL_FLAGS="--loop-guard 8 --dtype int8"] scripts/benchmark-model.sh MODEL_DIR [OUT_DIR] [CORPUS_DIR]
 # EVAL_FLAGS go to every `simulmt eval` (e.g. what `simulmt serve` runs by default: the line
 # above); run once without and once with them (into another OUT_DIR) to show both.
-# Writes one JSON line per (test set, view, policy) into OUT_DIR/MODEL_NAME.jsonl; the loop rate
-# of every output is added by scripts/results_table.py --runs.
+# Writes one JSON line per (test set, view, policy) into OUT_DIR/MODEL_NAME.jsonl, each with
+# `loops`: the % of outputs that loop (eval/loops.py).
 set -euo pipefail
 MODEL=${1:?model folder}
 OUT=${2:-cache/benchmarks}
@@ -19,8 +19,11 @@ JOBS=${JOBS:-2}
 read -r -a extra <<< "${EVAL_FLAGS:-}"
 name=$(basename "$MODEL")
 mkdir -p "$OUT" cache
-for f in de en source; do awk 'NR % 5 == 1' "$CORPUS/test.$f" > cache/test-1in5.$f; done
-sets=("own:cache/test-1in5.de:cache/test-1in5.en:cache/test-1in5.source"
+# every 5th line of the corpus's test split, under a name of its own (cache/test-1in5.* is the
+# registry corpus's, which README's older tables use)
+own=cache/$(basename "$CORPUS")-test-1in5
+for f in de en source; do awk 'NR % 5 == 1' "$CORPUS/test.$f" > "$own.$f"; done
+sets=("own:$own.de:$own.en:$own.source"
       "newstest2014:$NEWS/newstest2014-deen.de:$NEWS/newstest2014-deen.en:"
       "newstest2015:$NEWS/newstest2015-ende.de:$NEWS/newstest2015-ende.en:")
 : > "$OUT/$name.jsonl"

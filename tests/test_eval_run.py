@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from simulmt.eval.cli import policy_dir_name
 from simulmt.eval.instances import read_instances
+from simulmt.eval.loops import loop_rate
 from simulmt.eval.quality import corpus_quality, quality_from_statistics
 from simulmt.eval.runner import RunConfig, simulate
 
@@ -290,6 +292,11 @@ def test_eval_cli_json_output_and_plot(files: Path, tmp_path: Path) -> None:
     assert rows[0]["al"] > rows[1]["al"]  # full sentence lags more than wait-1
     stats = read_instances(out / "wait-k_k=1" / "instances.log")
     assert [s.source for s in stats] == SOURCES
+    for r in rows:  # the share of outputs that loop, as eval/loops.py counts them
+        outputs = [s.prediction for s in read_instances(out / policy_dir_name(r["policy"]) /
+                                                        "instances.log")]
+        assert r["loops"] == loop_rate(outputs)
+    assert any(r["loops"] > 0 for r in rows)  # the random tiny model's junk does loop
     assert {p.name for p in out.iterdir()} == {"full", "wait-k_k=1", "wait-k_k=3"}
     png = tmp_path / "curve.png"
     proc = _simulmt("plot", str(out), "-o", str(png))
