@@ -353,3 +353,33 @@ def test_upsampled_training_and_a_changed_mix_on_resume(data_dir: Path, tmp_path
     changed = Trainer(tiny_config(corpus, run, upsample="odd:3"), resume=True)
     assert (changed.progress.epoch, changed.progress.batch_pos) == (saved["epoch"] + 1, 0)
     assert changed.progress.n_batches == len(changed.batches)
+
+
+def test_cooldown_takes_the_learning_rate_to_zero_at_max_steps(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    from simulmt.train.loop import lr_factor
+
+    plain = [lr_factor(s, 100) for s in (50, 100, 400, 900)]
+    assert plain == [0.5, 1.0, 0.5, pytest.approx(1 / 3)]
+    # cooldown 400 of 1000 steps: untouched before step 600, then linear to 0 at 1000
+    assert lr_factor(500, 100, cooldown=400, max_steps=1000) == lr_factor(500, 100)
+    assert lr_factor(800, 100, cooldown=400, max_steps=1000) == pytest.approx(
+        lr_factor(800, 100) * 0.5
+    )
+    assert lr_factor(1000, 100, cooldown=400, max_steps=1000) == 0.0
+    trainer = Trainer(tiny_config(data_dir, tmp_path / "run", max_steps=8, cooldown=4,
+                                  eval_every=100))
+    lrs: list[float] = []
+    update = trainer._update
+
+    def recording(batch: Batch) -> float:
+        loss = update(batch)
+        lrs.append(trainer.sched.get_last_lr()[0])  # the rate for the next step
+        return loss
+
+    trainer._update = recording  # type: ignore[method-assign]
+    trainer.run()
+    assert lrs[-1] == 0.0 and lrs[3] > lrs[4] > lrs[5] > lrs[6] > 0
+    with pytest.raises(ValueError, match="cooldown=9 must be between 0 and max_steps=8"):
+        tiny_config(data_dir, tmp_path / "x", max_steps=8, cooldown=9)

@@ -46,6 +46,10 @@ class TrainConfig:
     max_len: int = 100  # training pairs longer than this (tokens, either side) are skipped
     lr: float = 1e-3  # peak learning rate after warm-up (small model, short schedule)
     warmup: int = 1000  # linear warm-up steps, then inverse square root decay
+    # the last `cooldown` steps before max_steps take the learning rate linearly down to 0 (set
+    # both to end a run; 0 = no cooldown). The schedule is a function of the step, so it may be
+    # set on --resume.
+    cooldown: int = 0
     weight_decay: float = 0.01
     betas: tuple[float, float] = (0.9, 0.98)  # Transformer defaults
     label_smoothing: float = 0.1
@@ -63,6 +67,11 @@ class TrainConfig:
     bf16: bool = (
         True  # bfloat16 autocast for matmuls (AMX/AVX512-BF16 CPUs and GPUs); fp32 master weights
     )
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.cooldown <= self.max_steps:
+            raise ValueError(f"cooldown={self.cooldown} must be between 0 and max_steps="
+                             f"{self.max_steps}: it is the last part of the run")
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -65,10 +65,16 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def lr_factor(step: int, warmup: int) -> float:
-    """Linear warm-up to 1, then inverse square root decay (Vaswani et al. 2017)."""
+def lr_factor(step: int, warmup: int, *, cooldown: int = 0, max_steps: int = 0) -> float:
+    """Linear warm-up to 1, then inverse square root decay (Vaswani et al. 2017); with a
+    cooldown, the last `cooldown` steps before `max_steps` also fall linearly to 0 (the decay
+    phase of a warmup-stable-decay schedule: a run's end gets the low learning rate that
+    checkpoint averaging otherwise approximates)."""
     step = max(step, 1)
-    return min(step / max(warmup, 1), math.sqrt(max(warmup, 1) / step))
+    factor = min(step / max(warmup, 1), math.sqrt(max(warmup, 1) / step))
+    if cooldown > 0:
+        factor *= min(1.0, max(0.0, (max_steps - step) / cooldown))
+    return factor
 
 
 def epoch_order(n_batches: int, seed: int, epoch: int) -> list[int]:
@@ -132,7 +138,10 @@ class Trainer:
         self.opt = torch.optim.AdamW(
             self.model.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay
         )
-        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda s: lr_factor(s, cfg.warmup))
+        self.sched = torch.optim.lr_scheduler.LambdaLR(
+            self.opt,
+            lambda s: lr_factor(s, cfg.warmup, cooldown=cfg.cooldown, max_steps=cfg.max_steps),
+        )
         self.progress = Progress()
         self.warm_start: dict[str, Any] = {}  # the model this run began from (init_from)
         if resume and (cfg.out / "last.pt").exists():
