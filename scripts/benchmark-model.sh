@@ -8,7 +8,9 @@
 # EVAL_FLAGS go to every `simulmt eval` (e.g. what `simulmt serve` runs by default: the line
 # above); run once without and once with them (into another OUT_DIR) to show both.
 # Writes one JSON line per (test set, view, policy) into OUT_DIR/MODEL_NAME.jsonl, each with
-# `loops`: the % of outputs that loop (eval/loops.py).
+# `loops`: the % of outputs that loop (eval/loops.py). Each finished run also keeps its lines in
+# OUT_DIR/MODEL_NAME/SET-VIEW-TAG.jsonl, so running it again after an interruption skips those
+# (delete them, or use another OUT_DIR, to measure again).
 set -euo pipefail
 MODEL=${1:?model folder}
 OUT=${2:-cache/benchmarks}
@@ -18,7 +20,7 @@ BIN=${BIN:-.venv/bin}
 JOBS=${JOBS:-2}
 read -r -a extra <<< "${EVAL_FLAGS:-}"
 name=$(basename "$MODEL")
-mkdir -p "$OUT" cache
+mkdir -p "$OUT/$name" cache
 # every 5th line of the corpus's test split, under a name of its own (cache/test-1in5.* is the
 # registry corpus's, which README's older tables use)
 own=cache/$(basename "$CORPUS")-test-1in5
@@ -35,9 +37,15 @@ for entry in "${sets[@]}"; do
     [ -n "$groups" ] && args+=(--groups "$groups")
     for run in "beam5 --policy full --beam 5" "greedy --policy full --sweep wait-k:k=1,3,5,7"; do
       read -r tag flags <<< "$run"
-      # shellcheck disable=SC2086
-      $BIN/simulmt eval "${args[@]}" --output "$OUT/$name/$set-$view-$tag" $flags \
-        | sed "s/^{/{\"set\": \"$set\", \"view\": \"$view\", \"model\": \"$name\", /" >> "$OUT/$name.jsonl"
+      part="$OUT/$name/$set-$view-$tag.jsonl"  # a finished run is kept: a rerun resumes
+      if [ ! -s "$part" ]; then
+        # shellcheck disable=SC2086
+        $BIN/simulmt eval "${args[@]}" --output "$OUT/$name/$set-$view-$tag" $flags \
+          | sed "s/^{/{\"set\": \"$set\", \"view\": \"$view\", \"model\": \"$name\", /" \
+          > "$part.tmp"
+        mv "$part.tmp" "$part"
+      fi
+      cat "$part" >> "$OUT/$name.jsonl"
     done
   done
 done
