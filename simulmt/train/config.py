@@ -79,7 +79,6 @@ class TrainConfig:
         d["init_from"] = str(self.init_from) if self.init_from else None
         d["distill"] = str(self.distill) if self.distill else None
         d["wait_k"], d["betas"] = list(self.wait_k), list(self.betas)
-        d["upsample"] = dict(self.upsample)
         return d
 
     @classmethod

@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +142,7 @@ class Trainer:
             self.opt,
             lambda s: lr_factor(s, cfg.warmup, cooldown=cfg.cooldown, max_steps=cfg.max_steps),
         )
-        self.progress = Progress()
+        self.progress = Progress(n_batches=len(self.batches))
         self.warm_start: dict[str, Any] = {}  # the model this run began from (init_from)
         if resume and (cfg.out / "last.pt").exists():
             self._restore(cfg.out / "last.pt")
@@ -185,13 +185,7 @@ class Trainer:
             "optimizer": self.opt.state_dict(),
             "scheduler": self.sched.state_dict(),
             "rng": torch.get_rng_state(),
-            "progress": {
-                "step": p.step,
-                "epoch": p.epoch,
-                "batch_pos": p.batch_pos,
-                "best_bleu": p.best_bleu,
-                "n_batches": len(self.batches),
-            },
+            "progress": asdict(p),
             "tokenizer": self.tok.to_bytes(),
             "warm_start": self.warm_start,
         }
