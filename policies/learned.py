@@ -6,7 +6,8 @@
 The network (`simulmt.policies.learned_net`) reads the decoder state of the best hypothesis,
 the next-token entropy and top probability, the words read, the target units written (words
 with word writes, tokens with `--unit token`: train the policy with the same `--unit`, as its
-oracle walks that unit) and whether the source is finished, and gives P(WRITE). The policy
+oracle walks that unit), whether the source is finished and, if it was trained with them, the
+next token's cross-attention features (AlignAtt's signal), and gives P(WRITE). The policy
 WRITEs when P(WRITE) >= threshold, so one network spans the latency range: a low threshold
 writes early, a high one waits.
 Like the other adaptive policies it WRITEs once the source is finished and READs before
@@ -28,7 +29,6 @@ from typing import ClassVar
 import torch
 from simulmt.policies.base import (
     Action,
-    ModelSignals,
     Observation,
     PolicyError,
     Signal,
@@ -73,10 +73,16 @@ def load_net(path: Path) -> PolicyNet:
 
 @dataclass(frozen=True)
 class LearnedPolicy(BasePolicy):
-    """WRITE when a network trained on oracle READ/WRITE actions gives P(WRITE) >= threshold."""
+    """WRITE when a network trained on oracle READ/WRITE actions gives P(WRITE) >= threshold.
+
+    Its signals: the decoder state and the distribution, plus the cross-attention (instance
+    `needs`) when the checkpoint was trained with attention features (`simulmt train-policy`'s
+    default since they exist).
+    """
 
     name: ClassVar[str] = "learned"
     needs: ClassVar[frozenset[Signal]] = frozenset({Signal.DISTRIBUTION, Signal.DECODER_STATE})
+    needs_note: ClassVar[str] = "+ attention with a checkpoint trained on attention features"
     paper: ClassVar[str] = ("Zheng, Zheng, Ma & Huang 2019, Simpler and Faster Learning of "
                             "Adaptive Policies for Simultaneous Translation, EMNLP "
                             "(arXiv:1909.01559); word-level oracle and GAIN rule are ours")
@@ -112,7 +118,10 @@ class LearnedPolicy(BasePolicy):
             raise PolicyError(f"lag_min must be >= 0 (0: no bound) (got {self.lag_min})")
         if self.k_max and self.lag_min > self.k_max:
             raise PolicyError(f"lag_min must be <= k_max={self.k_max} (got {self.lag_min})")
-        object.__setattr__(self, "net", load_net(resolve_path(self.path)))
+        net = load_net(resolve_path(self.path))
+        object.__setattr__(self, "net", net)
+        if net.cfg.attention:  # per instance: only such a net makes the search return attention
+            object.__setattr__(self, "needs", type(self).needs | {Signal.ATTENTION})
 
     def decide(self, obs: Observation) -> Action:
         check_observation(obs)
@@ -130,16 +139,21 @@ class LearnedPolicy(BasePolicy):
         """The network's P(WRITE) for an observation that carries the signals it needs."""
         net = self.net
         assert net is not None  # set by validate()
-        state, log_probs = _signals(obs.signals, net)
+        state, log_probs, attention = _signals(obs, net)
         feats = policy_features(
             state.unsqueeze(0), log_probs.unsqueeze(0), torch.tensor([obs.src_read]),
             torch.tensor([obs.tgt_written]), torch.tensor([float(obs.source_finished)]),
+            None if attention is None else attention.unsqueeze(0),
         )  # (1, F)
         return float(net.write_prob(feats)[0])
 
 
-def _signals(signals: ModelSignals | None, net: PolicyNet) -> tuple[torch.Tensor, torch.Tensor]:
-    """(decoder_state (D,), log_probs (V,)), checked against what the network was trained on."""
+def _signals(
+    obs: Observation, net: PolicyNet
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(decoder_state (D,), log_probs (V,), word attention (W,) if the net reads it), checked
+    against what the network was trained on."""
+    signals = obs.signals
     if signals is None or signals.log_probs is None or signals.decoder_state is None:
         raise PolicyError("policy 'learned' needs Signal.DISTRIBUTION and Signal.DECODER_STATE, "
                           "but the observation lacks signals.log_probs or signals.decoder_state; "
@@ -152,4 +166,12 @@ def _signals(signals: ModelSignals | None, net: PolicyNet) -> tuple[torch.Tensor
             f"size {cfg.d_state} and {cfg.vocab_size} tokens, but got decoder_state "
             f"{tuple(state.shape)} and log_probs {tuple(log_probs.shape)}; pass path= to a "
             f"policy trained for this model ({TRAIN_HINT})")
-    return state, log_probs
+    if not cfg.attention:
+        return state, log_probs, None
+    attention = signals.attention
+    if attention is None or tuple(attention.shape) != (obs.src_read,) or obs.src_read < 1:
+        raise PolicyError("policy 'learned': this checkpoint reads cross-attention, so it needs "
+                          "Signal.ATTENTION of shape (src_read,) with src_read >= 1, got "
+                          f"{None if attention is None else tuple(attention.shape)} at src_read="
+                          f"{obs.src_read}; the search must compute policy.needs")
+    return state, log_probs, attention

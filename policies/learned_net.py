@@ -2,14 +2,20 @@
 
 The same `policy_features` builds the input at training time (from oracle states, see
 `simulmt.policies.oracle`) and at inference (from the search's `ModelSignals`), so the two
-can never drift apart. Features of one decision (F = D + N_SCALARS):
+can never drift apart. Features of one decision (F = D + N_SCALARS [+ N_ATTENTION]):
 
 - the top decoder layer's output for the best hypothesis (D values, after its LayerNorm),
 - the next-token entropy (nats) and top probability,
 - log(1 + source words read), log(1 + target tokens written), their difference in raw counts
   (the lag; words minus tokens, as the wait-k schedules of this project count),
 - 1.0 if the source is finished else 0.0 (always 0.0 in training and at decisions: once the
-  source is finished every policy WRITEs by rule, without asking the network).
+  source is finished every policy WRITEs by rule, without asking the network),
+- with `NetConfig.attention` (the default of `simulmt train-policy`), AlignAtt's signal: the
+  next token's last-layer cross-attention mass on the last 1, 2 and 3 source words read, how
+  many words before the end its most-attended word lies (log1p), and the attention's entropy
+  over the words read. Attention says *where* the model looks for the next word; the
+  distribution says *how sure* it is of it: a word aligned to the source's edge is a reason to
+  wait that confidence alone does not show (Papi et al. 2023).
 
 The network standardizes its input with the training set's mean/std (stored as buffers) and
 outputs one logit: log-odds of WRITE.
@@ -31,6 +37,8 @@ from torch import nn
 FORMAT = "simulmt-policy-v1"
 N_SCALARS = 6  # entropy, top prob, log1p(read), log1p(written), lag, source finished
 SCALAR_NAMES = ("entropy", "top_prob", "log_read", "log_written", "lag", "finished")
+N_ATTENTION = 5  # mass on the last 1/2/3 words, log1p(argmax's distance from the end), entropy
+ATTENTION_NAMES = ("att_last1", "att_last2", "att_last3", "att_argmax_back", "att_entropy")
 TRAIN_HINT = ("train one with `simulmt train-policy --model MODEL_DIR --data CORPUS_DIR "
               "--out FILE`")
 
@@ -41,8 +49,10 @@ def policy_features(
     src_read: torch.Tensor,
     tgt_written: torch.Tensor,
     finished: torch.Tensor,
+    word_attention: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """state (N, D), log_probs (N, V), src_read/tgt_written/finished (N,) -> features (N, D+6)."""
+    """state (N, D), log_probs (N, V), src_read/tgt_written/finished (N,), word_attention
+    (N, W) or None -> features (N, D+6), or (N, D+6+5) with attention (`attention_features`)."""
     log_probs = log_probs.float()
     probs = log_probs.exp()  # (N, V)
     entropy = torch.special.entr(probs).sum(dim=-1)  # (N,) entr(0) = 0, so -inf log-probs are safe
@@ -52,7 +62,26 @@ def policy_features(
         [entropy, top, torch.log1p(read), torch.log1p(written), read - written, finished.float()],
         dim=-1,
     )  # (N, 6)
-    return torch.cat([state.float(), scalars], dim=-1)  # (N, D+6)
+    parts = [state.float(), scalars]
+    if word_attention is not None:
+        parts.append(attention_features(word_attention, src_read))  # (N, 5)
+    return torch.cat(parts, dim=-1)
+
+
+def attention_features(word_attention: torch.Tensor, src_read: torch.Tensor) -> torch.Tensor:
+    """word_attention (N, W): the next token's cross-attention summed per source word (row n's
+    first src_read[n] words; zeros beyond), src_read (N,) >= 1 -> (N, 5): the mass on the last
+    1, 2, 3 words read, log1p(src_read - 1 - most attended word), the entropy over words."""
+    att = word_attention.float()
+    w = att.shape[1]
+    back = src_read.view(-1, 1) - 1 - torch.arange(w).view(1, -1)  # (N, W) words before the end
+    inside = back >= 0  # (N, W) words read
+    att = att * inside
+    masses = [(att * (inside & (back < m))).sum(dim=-1) for m in (1, 2, 3)]  # 3 x (N,)
+    argmax = torch.where(inside, att, torch.full_like(att, -1.0)).argmax(dim=-1)  # (N,)
+    dist = (src_read - 1 - argmax).clamp(min=0).float()  # (N,)
+    entropy = torch.special.entr(att).sum(dim=-1)  # (N,)
+    return torch.stack([*masses, torch.log1p(dist), entropy], dim=-1)  # (N, 5)
 
 
 @dataclass(frozen=True)
@@ -62,6 +91,8 @@ class NetConfig:
     hidden: int = 64  # small: the decision is mostly entropy/lag; 64 leaves room for the state
     layers: int = 2  # hidden layers
     dropout: float = 0.1  # oracle labels are noisy; a little dropout keeps the net smooth
+    # reads the cross-attention features too (False: checkpoints from before they existed)
+    attention: bool = False
 
     def __post_init__(self) -> None:
         for name in ("d_state", "vocab_size", "hidden", "layers"):
@@ -72,7 +103,7 @@ class NetConfig:
 
     @property
     def n_features(self) -> int:
-        return self.d_state + N_SCALARS
+        return self.d_state + N_SCALARS + (N_ATTENTION if self.attention else 0)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> NetConfig:

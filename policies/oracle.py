@@ -23,9 +23,9 @@ Efficiently: the walk goes column by column (j = 1, 2, …) for a batch of pairs
 each j one teacher-forced decoder pass over the whole reference gives the ranks at every i.
 Its visibility is what the online search's decoder sees along the oracle path: tokens written
 earlier keep the visibility of their own WRITE (their cached keys/values), the rest see x≤j.
-So the features recorded at each visited state — the decoder state and next-token
-distribution — are exactly those an incremental decode of the reference along that path
-gives the policy at inference (`simulmt.search.online`).
+So the features recorded at each visited state — the decoder state, the next-token
+distribution and the cross-attention — are exactly those an incremental decode of the
+reference along that path gives the policy at inference (`simulmt.search.online`).
 
 DAgger-style rollouts (Ross et al. 2011): with a `driver` (a trained policy's decision on the
 features), the walk follows the driver instead of the oracle, and every state it visits is
@@ -42,10 +42,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
-from simulmt.policies.learned_net import N_SCALARS, policy_features
+from simulmt.policies.learned_net import N_ATTENTION, N_SCALARS, policy_features
 
 from simulmt.data.tokenizer import Tokenizer
-from simulmt.model.layers import KV
 from simulmt.model.transformer import SimulTransformer
 from simulmt.search.offline import pad_batch
 from simulmt.search.options import WriteUnit
@@ -63,6 +62,7 @@ class OracleConfig:
     r: int = 2  # 2 rather than 1: tolerates near-ties of a small model without reading on
     rule: OracleRule = OracleRule.GAIN  # reads only where more source helps (see module doc)
     max_positions: int = 1024  # pairs x target positions per decoder pass (x V logits in memory)
+    attention: bool = True  # record the cross-attention features too (NetConfig.attention)
 
     def __post_init__(self) -> None:
         if self.r < 1:
@@ -157,17 +157,18 @@ def within_top(logits: torch.Tensor, gold: torch.Tensor, r: int) -> torch.Tensor
     return (gold_logit >= rth).squeeze(-1)  # fewer than r logits above gold's
 
 
-def decode_with_states(model: SimulTransformer, tgt_in: torch.Tensor, cross: list[KV],
-                       vis: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """model.decode that also returns the top decoder layer's output (after its LayerNorm, the
-    search's decoder-state signal): logits (B, T, V), states (B, T, D)."""
-    captured: list[torch.Tensor] = []
-    handle = model.dec_ln.register_forward_hook(lambda _m, _i, out: captured.append(out))
-    try:
-        logits = model.decode(tgt_in, cross, vis)  # (B, T, V)
-    finally:
-        handle.remove()
-    return logits, captured[-1]
+def n_features(model: SimulTransformer, cfg: OracleConfig) -> int:
+    """Columns of the recorded features (NetConfig.n_features of a net trained on them)."""
+    return model.cfg.d_model + N_SCALARS + (N_ATTENTION if cfg.attention else 0)
+
+
+def per_word(attention: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
+    """attention (A, T, S) over source tokens, ends (A, J) tokens through each of the first J
+    words -> (A, T, J) the mass per word (`simulmt.search.signals.word_attention`, batched)."""
+    cum = attention.double().cumsum(dim=-1)  # (A, T, S)
+    index = (ends - 1).unsqueeze(1).expand(-1, attention.shape[1], -1)  # (A, T, J)
+    totals = cum.gather(-1, index)  # (A, T, J) mass up to the end of each word
+    return torch.diff(totals, dim=-1, prepend=totals.new_zeros(*totals.shape[:2], 1)).float()
 
 
 Driver = Callable[[torch.Tensor], torch.Tensor]  # features (N, F) -> WRITE? (N,) bool
@@ -199,7 +200,13 @@ def oracle_batch(model: SimulTransformer, pairs: Sequence[OraclePair],
         done = torch.arange(t).unsqueeze(0) < written.unsqueeze(1)  # (A, T)
         vis = torch.where(done, written_vis[idx], e.unsqueeze(1))  # (A, T)
         sub = [(kk.index_select(0, idx), vv.index_select(0, idx)) for kk, vv in cross]
-        logits, states = decode_with_states(model, tgt_in[idx], sub, vis)  # (A, T, V), (A, T, D)
+        # (A, T, V), (A, T, D), (A, T, S): what the search's decoder step gives the policy
+        logits, states, attn = model.decode_signals(tgt_in[idx], sub, vis)
+        words = None
+        if cfg.attention:
+            ends = torch.tensor([pairs[k].ends[:j] for k in active])  # (A, j)
+            words = per_word(attn, ends)  # (A, T, j)
+        sig = (logits, states, words)
         ok = (within_top(logits, gold[idx], cfg.r) | always[idx]).tolist()
         rows: list[tuple[int, int, int, int, int]] = []  # (batch row, pair, i, token, write)
         for a, k in enumerate(active):
@@ -209,24 +216,29 @@ def oracle_batch(model: SimulTransformer, pairs: Sequence[OraclePair],
                 end = walk_column(units, pos[k], n)
             else:  # the driver decides at every state the column could reach
                 cand = [(a, k, i, b[i], 0) for i in range(pos[k], n)]
-                writes = driver(_record(cand, j, logits, states).features).tolist() if cand else []
+                writes = driver(_record(cand, j, sig).features).tolist() if cand else []
                 end = pos[k] + walk_column(writes, 0, n - pos[k])
             rows += [(a, k, i, b[i], int(i < n and units[i])) for i in range(pos[k], end + 1)]
             written_vis[k, b[pos[k]]:b[end]] = e[a]
             pos[k] = end
-        parts.append(_record(rows, j, logits, states))
-    return OracleData.cat(parts, model.cfg.d_model + N_SCALARS)
+        parts.append(_record(rows, j, sig))
+    return OracleData.cat(parts, n_features(model, cfg))
 
 
-def _record(rows: list[tuple[int, int, int, int, int]], j: int, logits: torch.Tensor,
-            states: torch.Tensor) -> OracleData:
+Signals = tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]  # logits, states, word attention
+
+
+def _record(rows: list[tuple[int, int, int, int, int]], j: int, sig: Signals) -> OracleData:
     """The states of `rows` (batch row, pair, units written i, token index of unit i+1,
-    label) on x<=j: decided on the signals of the next unit's first token."""
+    label) on x<=j: decided on the signals of the next unit's first token. sig: logits
+    (A, T, V), states (A, T, D), per-word attention (A, T, j) or None."""
+    logits, states, words = sig
     a, k, i, tok, w = (torch.tensor(col) for col in zip(*rows, strict=True))  # each (R,)
     log_probs = torch.log_softmax(logits[a, tok].float(), dim=-1)  # (R, V)
     read = torch.full_like(i, j)
-    feats = policy_features(states[a, tok], log_probs, read, i, torch.zeros_like(i))  # (R, F)
-    return OracleData(feats, w.float(), k, read, i)
+    att = None if words is None else words[a, tok]  # (R, j)
+    feats = policy_features(states[a, tok], log_probs, read, i, torch.zeros_like(i), att)
+    return OracleData(feats, w.float(), k, read, i)  # feats (R, F)
 
 
 def batches(pairs: Sequence[OraclePair], max_positions: int) -> list[list[int]]:
@@ -258,7 +270,7 @@ def generate_oracle(model: SimulTransformer, pairs: Sequence[OraclePair], cfg: O
                                 data.tgt_written))
         if progress is not None:
             progress(len(group))
-    data = OracleData.cat(parts, model.cfg.d_model + N_SCALARS)
+    data = OracleData.cat(parts, n_features(model, cfg))
     step = data.src_read + data.tgt_written  # (N,) grows by one along a path
     width = int(step.max()) + 1 if len(data) else 1
     order = torch.argsort(data.pair * width + step)  # (N,) by pair, then along the path

@@ -148,6 +148,8 @@ def describe(name: str) -> str:
         raise _unknown(name)
     lines = [f"{name} — {_summary(cls)}"]
     needs = ", ".join(sorted(s.value for s in cls.needs)) or "none"
+    if note := getattr(cls, "needs_note", ""):  # signals that depend on the instance
+        needs += f" ({note})"
     lines.append(f"  signals: {needs}; commit mode: {cls.mode.value}; class: "
                  f"{cls.__module__}:{cls.__qualname__}")
     if paper := getattr(cls, "paper", ""):  # optional for third-party policies

@@ -28,7 +28,6 @@ from typing import Any
 import torch
 from simulmt.policies.base import PolicyError
 from simulmt.policies.learned_net import (
-    N_SCALARS,
     NetConfig,
     PolicyNet,
     read_policy_file,
@@ -43,6 +42,7 @@ from simulmt.policies.oracle import (
     OracleRule,
     generate_oracle,
     make_pairs,
+    n_features,
 )
 from tqdm import tqdm
 
@@ -71,6 +71,7 @@ class JobConfig:
     unit: str = WriteUnit.WORD.value  # the decision points: per target word (or token)
     dagger: str = ""  # sha256 of the policy file whose rollouts are added ("": none)
     dagger_threshold: float = 0.5  # its P(WRITE) threshold while rolling out
+    attention: bool = True  # the states' features include the cross-attention ones
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -103,6 +104,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "the oracle")
     parser.add_argument("--dagger-threshold", type=float, default=0.5,
                         help="P(WRITE) threshold of the --dagger policy's rollouts (default 0.5)")
+    parser.add_argument("--attention", action=argparse.BooleanOptionalAction, default=True,
+                        help="give the network the cross-attention features (AlignAtt's "
+                             "signal) besides the decoder state and the distribution "
+                             "(default: yes; --no-attention: as policies trained before them)")
     parser.add_argument("--epochs", type=int, default=FitConfig.epochs,
                         help=f"passes over the oracle states (default {FitConfig.epochs})")
     parser.add_argument("--batch-size", type=int, default=FitConfig.batch_size,
@@ -134,7 +139,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.pairs < 1 or args.dev_pairs < 0 or args.max_len < 2:
         raise ValueError(f"--pairs must be >= 1, --dev-pairs >= 0 and --max-len >= 2 (got "
                          f"{args.pairs}, {args.dev_pairs}, {args.max_len})")
-    oracle_cfg = OracleConfig(r=args.r, rule=OracleRule(args.oracle))
+    oracle_cfg = OracleConfig(r=args.r, rule=OracleRule(args.oracle), attention=args.attention)
     fit_cfg = FitConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                         seed=args.seed)
     if args.threads is not None:
@@ -148,7 +153,7 @@ def _run(args: argparse.Namespace) -> int:
                     r=oracle_cfg.r, rule=oracle_cfg.rule.value, seed=args.seed,
                     unit=args.unit,
                     dagger=file_hash(args.dagger) if args.dagger is not None else "",
-                    dagger_threshold=args.dagger_threshold)
+                    dagger_threshold=args.dagger_threshold, attention=args.attention)
     resume = _resume_data(args, job)  # checked before the (long) oracle generation
     start = time.perf_counter()
     driver = dagger_driver(args.dagger, job, engine) if args.dagger is not None else None
@@ -173,7 +178,11 @@ def dagger_driver(path: Path, job: JobConfig, engine: Any) -> Driver:
     if (net.cfg.d_state, net.cfg.vocab_size) != (cfg.d_model, cfg.vocab_size):
         raise ValueError(f"--dagger {path} was trained for another model (decoder state "
                          f"{net.cfg.d_state}, {net.cfg.vocab_size} tokens)")
-    return lambda features: net.write_prob(features) >= job.dagger_threshold
+    if net.cfg.attention and not job.attention:
+        raise ValueError(f"--dagger {path} reads the cross-attention features: train this "
+                         "round with --attention too")
+    cols = net.cfg.n_features  # a net without attention reads the leading columns only
+    return lambda features: net.write_prob(features[:, :cols]) >= job.dagger_threshold
 
 
 def file_hash(path: Path) -> str:
@@ -190,7 +199,8 @@ def _train(args: argparse.Namespace, engine: Any, job: JobConfig, fit_cfg: FitCo
     train, dev = data
     torch.manual_seed(fit_cfg.seed)
     net = PolicyNet(NetConfig(d_state=engine.model.cfg.d_model,
-                              vocab_size=engine.model.cfg.vocab_size, hidden=args.hidden))
+                              vocab_size=engine.model.cfg.vocab_size, hidden=args.hidden,
+                              attention=job.attention))
     state = None
     if resume is not None:
         state = FitState.from_dict(resume, net)  # the interrupted run's weights, into net
@@ -269,7 +279,7 @@ def oracle_data(engine: Any, job: JobConfig, cfg: OracleConfig, cache: Path, *, 
     """Training and dev oracle states, generated in chunks saved to `cache` (resumable). With
     a driver the training pairs are walked twice: along the oracle's paths and along the
     driver's (pair indices len(pairs)… for the second walk); dev stays on the oracle's."""
-    n_features = engine.model.cfg.d_model + N_SCALARS
+    n_feats = n_features(engine.model, cfg)
     saved = _read_cache(cache, job) if resume and cache.exists() else None
     train_pairs = sample_pairs(engine, job, "train", job.pairs)
     dev_pairs = sample_pairs(engine, job, "dev", job.dev_pairs) if job.dev_pairs else []
@@ -286,11 +296,11 @@ def oracle_data(engine: Any, job: JobConfig, cfg: OracleConfig, cache: Path, *, 
             parts.append(OracleData(data.features, data.labels, data.pair + done,
                                     data.src_read, data.tgt_written))
             done += len(chunk)
-            train = OracleData.cat(parts, n_features)
+            train = OracleData.cat(parts, n_feats)
             parts = [train]
             _write_cache(cache, job, train, done)
-    train = OracleData.cat(parts, n_features)
-    dev = generate_oracle(model, dev_pairs, cfg) if dev_pairs else OracleData.cat([], n_features)
+    train = OracleData.cat(parts, n_feats)
+    dev = generate_oracle(model, dev_pairs, cfg) if dev_pairs else OracleData.cat([], n_feats)
     return train, dev
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # How the bundled model and README's results were produced from a training run:
 #   scripts/release-model.sh RUN_DIR [CORPUS_DIR]
-# 1. export (average of the last $AVERAGE (2) checkpoints, fp16) into simulmt/models/de-en
+# 1. export (average of the last $AVERAGE (2) checkpoints, fp16) into simulmt/models/de-en,
+#    named $NAME (default: simulmt-<run folder>, e.g. simulmt-de-en-base for runs/de-en-base)
 # 2. train the learned read/write policy on it
 # 3. evaluate every policy on every 5th sentence of the held-out test split (all sources),
 #    with per-source scores, and wait-k on newstest2015 (scripts/evaluate-model.sh); plot
@@ -11,7 +12,8 @@ CORPUS=${2:-cache/corpus}
 BIN=${BIN:-.venv/bin}
 M=simulmt/models/de-en
 mkdir -p cache docs
-$BIN/simulmt export --run "$RUN" --out $M --average "${AVERAGE:-2}" --name simulmt-de-en-small
+NAME=${NAME:-simulmt-$(basename "$(realpath "$RUN")")}
+$BIN/simulmt export --run "$RUN" --out $M --average "${AVERAGE:-2}" --name "$NAME"
 # the learned policy: word-level oracle (4000 pairs), then one DAgger round of that policy
 # on 2000 pairs (README, "Adaptive policies at word level")
 $BIN/simulmt train-policy --model $M --data "$CORPUS" --out cache/policy-round0.pt \

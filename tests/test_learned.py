@@ -9,9 +9,15 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from simulmt.policies import Action, ModelSignals, Observation, PolicyError, load_policy
+from simulmt.policies import Action, ModelSignals, Observation, PolicyError, Signal, load_policy
 from simulmt.policies.learned import LearnedPolicy
-from simulmt.policies.learned_net import NetConfig, PolicyNet, policy_features, save_policy
+from simulmt.policies.learned_net import (
+    NetConfig,
+    PolicyNet,
+    attention_features,
+    policy_features,
+    save_policy,
+)
 from simulmt.policies.learned_train import FitConfig, evaluate, fit, pos_weight
 from simulmt.policies.oracle import (
     OracleConfig,
@@ -29,6 +35,7 @@ from simulmt.engine import Engine, _tiny_pairs
 from simulmt.model.layers import KV, unstack_kv
 from simulmt.model.transformer import SimulTransformer, StepOutput
 from simulmt.search.options import SearchOptions, WriteUnit
+from simulmt.search.signals import word_attention
 from simulmt.session import Session
 from simulmt.vocab import BOS_ID, EOS_ID
 
@@ -47,22 +54,35 @@ def pairs(unit: WriteUnit = WriteUnit.WORD) -> list[OraclePair]:
 
 
 @functools.cache
-def oracle(rule: OracleRule = OracleRule.GAIN, r: int = 2) -> OracleData:
-    return generate_oracle(engine().model, pairs(), OracleConfig(r=r, rule=rule, max_positions=96))
+def oracle(rule: OracleRule = OracleRule.GAIN, r: int = 2, attention: bool = True) -> OracleData:
+    return generate_oracle(engine().model, pairs(),
+                           OracleConfig(r=r, rule=rule, max_positions=96, attention=attention))
+
+
+def train_policy_file(folder: Path, *, attention: bool) -> Path:
+    """A policy trained on the tiny model's oracle states (a few seconds)."""
+    data = oracle(attention=attention)
+    torch.manual_seed(0)
+    cfg = engine().model.cfg
+    net = PolicyNet(NetConfig(d_state=cfg.d_model, vocab_size=cfg.vocab_size, dropout=0.0,
+                              attention=attention))
+    net.set_normalization(data.features)
+    fit(net, data, data, FitConfig(epochs=30, batch_size=64))
+    path = folder / "policy.pt"
+    save_policy(path, net, meta={"model": "tiny-0"})
+    return path
 
 
 @pytest.fixture(scope="module")
 def policy_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A policy trained on the tiny model's oracle states (a few seconds)."""
-    data = oracle()
-    torch.manual_seed(0)
-    cfg = engine().model.cfg
-    net = PolicyNet(NetConfig(d_state=cfg.d_model, vocab_size=cfg.vocab_size, dropout=0.0))
-    net.set_normalization(data.features)
-    fit(net, data, data, FitConfig(epochs=30, batch_size=64))
-    path = tmp_path_factory.mktemp("policy") / "policy.pt"
-    save_policy(path, net, meta={"model": "tiny-0"})
-    return path
+    """With the cross-attention features, as `simulmt train-policy` trains by default."""
+    return train_policy_file(tmp_path_factory.mktemp("policy"), attention=True)
+
+
+@pytest.fixture(scope="module")
+def plain_policy_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Without them, as every policy trained before they existed (the shipped one)."""
+    return train_policy_file(tmp_path_factory.mktemp("plain"), attention=False)
 
 
 # ---- oracle --------------------------------------------------------------------------
@@ -190,7 +210,7 @@ def test_gain_oracle_reads_where_more_source_helps() -> None:
 @pytest.mark.parametrize(("rule", "r"), [(OracleRule.TOP_R, 1), (OracleRule.GAIN, 2)])
 def test_oracle_paths_are_monotone_walks(rule: OracleRule, r: int) -> None:
     data = oracle(rule, r)
-    assert data.features.shape == (len(data), engine().model.cfg.d_model + 6)
+    assert data.features.shape == (len(data), engine().model.cfg.d_model + 6 + 5)
     for k, pair in enumerate(pairs()):
         path = path_of(pair, rule, r)
         assert path == data.path(k)  # batching does not change a pair's path
@@ -223,9 +243,11 @@ def test_oracle_features_match_incremental_decoding(unit: WriteUnit) -> None:
 
         for row, (j, i, write) in zip(rows.tolist(), data.path(k), strict=True):
             valid = (torch.arange(len(pair.src)) < pair.ends[j - 1]).unsqueeze(0)  # (1, S)
-            out = _step(model, tokens, bounds[i], past, cross, valid)
+            out = _step(model, tokens, bounds[i], past, cross, valid, attention=True)
+            assert out.attention is not None
+            words = word_attention(out.attention[0], list(pair.ends), j)  # (j,) as the search
             feats = policy_features(out.state, out.log_probs, torch.tensor([j]),
-                                    torch.tensor([i]), torch.tensor([0.0]))
+                                    torch.tensor([i]), torch.tensor([0.0]), words.unsqueeze(0))
             torch.testing.assert_close(feats[0], data.features[row], atol=2e-4, rtol=1e-4)
             if write:  # the whole word is written on x<=j
                 for t in range(bounds[i], bounds[i + 1]):
@@ -315,13 +337,13 @@ def check_labels(data: OracleData, rule: OracleRule, r: int) -> int:
 
 
 def _step(model: SimulTransformer, tokens: list[int], t: int, past: torch.Tensor | None,
-          cross: list[KV], valid: torch.Tensor) -> StepOutput:
+          cross: list[KV], valid: torch.Tensor, *, attention: bool = False) -> StepOutput:
     """One incremental decoder step feeding tokens[t] at position t."""
     past_valid = None if past is None else torch.ones(1, past.shape[3], dtype=torch.bool)
     with torch.no_grad():
         return model.decode_step(torch.tensor([tokens[t]]), torch.tensor([t]),
                                  None if past is None else unstack_kv(past), past_valid, cross,
-                                 valid)
+                                 valid, return_attention=attention)
 
 
 # ---- training ------------------------------------------------------------------------
@@ -329,7 +351,7 @@ def test_training_reduces_the_loss() -> None:
     data = oracle()
     torch.manual_seed(1)
     cfg = engine().model.cfg
-    net = PolicyNet(NetConfig(d_state=cfg.d_model, vocab_size=cfg.vocab_size))
+    net = PolicyNet(NetConfig(d_state=cfg.d_model, vocab_size=cfg.vocab_size, attention=True))
     net.set_normalization(data.features)
     weight = pos_weight(data.labels)
     before, _, balanced_before = evaluate(net, data, weight)
@@ -404,10 +426,11 @@ def test_bad_arguments(policy_file: Path, args: str, message: str) -> None:
     assert message in str(err.value) and "policy 'learned' accepts:" in str(err.value)
 
 
-def signals_for(seed: int, d: int, v: int) -> ModelSignals:
+def signals_for(seed: int, d: int, v: int, words: int = 3) -> ModelSignals:
     gen = torch.Generator().manual_seed(seed)
     return ModelSignals(log_probs=torch.log_softmax(torch.randn(v, generator=gen), dim=0),
-                        decoder_state=torch.randn(d, generator=gen))
+                        decoder_state=torch.randn(d, generator=gen),
+                        attention=torch.softmax(torch.randn(words, generator=gen), dim=0))
 
 
 def test_decide_rules_and_threshold(policy_file: Path) -> None:
@@ -424,7 +447,8 @@ def test_decide_rules_and_threshold(policy_file: Path) -> None:
     assert low.decide(Observation(3, 1, False, 3, sig)) is W
     assert high.decide(Observation(3, 1, False, 3, sig)) is R
     eager = LearnedPolicy(threshold=1e-6, lag_min=1, k_max=3, path=str(policy_file))
-    assert eager.decide(Observation(4, 3, False, 6, sig)) is W  # lag 1: the network writes
+    sig4 = signals_for(0, cfg.d_model, cfg.vocab_size, words=4)
+    assert eager.decide(Observation(4, 3, False, 6, sig4)) is W  # lag 1: the network writes
     assert eager.decide(Observation(3, 3, False, 6, sig)) is R  # lag 0 < lag_min: never ahead
     assert LearnedPolicy(threshold=1e-6, path=str(policy_file)).decide(
         Observation(3, 3, False, 6, sig)) is R  # lag_min=1 by default
@@ -490,3 +514,82 @@ def test_usable_by_spec_in_a_session(policy_file: Path) -> None:
     session = Session(engine(), policy=f"learned:threshold=0.5,path={policy_file}")
     updates = session.push(SENTENCES[0]) + session.finish()
     assert updates[-1].final and updates[-1].text
+
+
+# ---- cross-attention features ------------------------------------------------------------
+def test_attention_features_values() -> None:
+    att = torch.tensor([[0.1, 0.2, 0.3, 0.4], [0.6, 0.4, 0.0, 0.0]])  # (2, 4), row 1 read 2
+    feats = attention_features(att, torch.tensor([4, 2]))  # (2, 5)
+    entropy = [-sum(p * torch.log(torch.tensor(p)).item() for p in row if p > 0)
+               for row in ([0.1, 0.2, 0.3, 0.4], [0.6, 0.4])]
+    want = torch.tensor([[0.4, 0.7, 0.9, 0.0, entropy[0]],  # argmax = the last word
+                         [0.4, 1.0, 1.0, float(torch.log1p(torch.tensor(1.0))), entropy[1]]])
+    torch.testing.assert_close(feats, want)
+
+
+def test_decode_signals_is_decode_with_what_the_policy_reads() -> None:
+    model = engine().model
+    pair = pairs()[3]
+    memory, _ = model.encode(torch.tensor([pair.src]))
+    cross = model.cross_kv(memory)
+    tgt = torch.tensor([[BOS_ID, *pair.tgt]])  # (1, T)
+    vis = torch.tensor([[pair.ends[min(t, len(pair.ends) - 1)] for t in range(tgt.shape[1])]])
+    with torch.no_grad():
+        logits, states, attn = model.decode_signals(tgt, cross, vis)
+        torch.testing.assert_close(logits, model.decode(tgt, cross, vis))
+    assert states.shape == (1, tgt.shape[1], model.cfg.d_model)
+    torch.testing.assert_close(attn.sum(-1), torch.ones(1, tgt.shape[1]))  # (1, T) softmax rows
+    src_pos = torch.arange(len(pair.src)).view(1, 1, -1)
+    assert float(attn[src_pos.expand_as(attn) >= vis.unsqueeze(-1)].abs().sum()) == 0.0  # unseen
+
+
+def test_a_policy_with_attention_asks_for_it_and_an_older_one_does_not(
+        policy_file: Path, plain_policy_file: Path) -> None:
+    with_att = LearnedPolicy(path=str(policy_file))
+    plain = LearnedPolicy(path=str(plain_policy_file))
+    assert Signal.ATTENTION in with_att.needs and Signal.ATTENTION not in plain.needs
+    assert Signal.ATTENTION not in LearnedPolicy.needs  # per instance, not for the class
+    cfg = engine().model.cfg
+    sig = signals_for(0, cfg.d_model, cfg.vocab_size)
+    assert 0 < plain.write_prob(Observation(3, 1, False, 3, sig)) < 1
+    no_att = ModelSignals(log_probs=sig.log_probs, decoder_state=sig.decoder_state)
+    assert 0 < plain.write_prob(Observation(3, 1, False, 3, no_att)) < 1
+    with pytest.raises(PolicyError, match="reads cross-attention"):
+        with_att.write_prob(Observation(3, 1, False, 3, no_att))
+    with pytest.raises(PolicyError, match=r"shape \(src_read,\)"):
+        with_att.write_prob(Observation(4, 1, False, 3, sig))  # 3 words of attention, 4 read
+    for policy in (with_att, plain):  # both run in a session: the search fills what they need
+        assert all(text for text, _, _ in run_session(policy, SENTENCES[:3]))
+
+
+def test_attention_changes_the_decision_signal(policy_file: Path) -> None:
+    """The trained net reads the attention columns: moving the attention from the first word
+    to the last changes P(WRITE)."""
+    cfg = engine().model.cfg
+    sig = signals_for(0, cfg.d_model, cfg.vocab_size)
+    policy = LearnedPolicy(path=str(policy_file))
+    probs = []
+    for att in ([0.9, 0.05, 0.05], [0.05, 0.05, 0.9]):
+        obs = Observation(3, 1, False, 3, ModelSignals(
+            log_probs=sig.log_probs, decoder_state=sig.decoder_state,
+            attention=torch.tensor(att)))
+        probs.append(policy.write_prob(obs))
+    assert abs(probs[0] - probs[1]) > 1e-4
+
+
+def test_dagger_driver_without_attention_reads_the_leading_columns(
+        policy_file: Path, plain_policy_file: Path) -> None:
+    from simulmt.policies.learned import load_net
+    from simulmt.policies.train_policy import JobConfig, dagger_driver
+
+    job = JobConfig(model="m", data="d", src="de", tgt="en", pairs=1, dev_pairs=0, max_len=100,
+                    r=2, rule="gain", seed=0, attention=True)
+    feats = oracle(attention=True).features  # (N, D + 6 + 5)
+    drive = dagger_driver(plain_policy_file, job, engine())
+    net = load_net(plain_policy_file)
+    want = net.write_prob(feats[:, :net.cfg.n_features]) >= 0.5
+    assert torch.equal(drive(feats), want)
+    torch.testing.assert_close(feats[:, :net.cfg.n_features], oracle(attention=False).features)
+    plain_job = JobConfig(**{**job.__dict__, "attention": False})
+    with pytest.raises(ValueError, match="with --attention too"):
+        dagger_driver(policy_file, plain_job, engine())

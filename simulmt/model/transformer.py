@@ -133,6 +133,24 @@ class SimulTransformer(nn.Module):
     def decode(self, tgt_in: torch.Tensor, cross: list[KV], vis: torch.Tensor) -> torch.Tensor:
         """Teacher-forced pass. tgt_in: (B, T) (BOS + y); vis: (B, T) source tokens visible to
         input position t (which predicts target token t+1). Returns logits (B, T, V)."""
+        h, _ = self._decode_hidden(tgt_in, cross, vis, attention=False)
+        return self.out_proj(h)  # (B, T, V)
+
+    def decode_signals(
+        self, tgt_in: torch.Tensor, cross: list[KV], vis: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`decode` plus what a policy reads at each position, as `decode_step` gives it:
+        logits (B, T, V), the top layer's output after its LayerNorm (B, T, D), and the
+        head-averaged last-layer cross-attention (B, T, S). For oracle walks of the policy."""
+        h, attn = self._decode_hidden(tgt_in, cross, vis, attention=True)
+        assert attn is not None
+        return self.out_proj(h), h, attn.float()
+
+    def _decode_hidden(
+        self, tgt_in: torch.Tensor, cross: list[KV], vis: torch.Tensor, *, attention: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(B, T) -> the decoder's output after dec_ln (B, T, D) and, with `attention`, the
+        last layer's head-averaged cross-attention (B, T, S)."""
         b, t = tgt_in.shape
         s = cross[0][0].shape[2]
         positions = torch.arange(t, device=tgt_in.device).expand(b, t)  # (B, T)
@@ -142,9 +160,13 @@ class SimulTransformer(nn.Module):
         src_pos = torch.arange(s, device=tgt_in.device)  # (S,)
         cross_mask = src_pos.view(1, 1, s) < vis.clamp(min=1).unsqueeze(-1)  # (B, T, S)
         cross_mask = cross_mask.unsqueeze(1)  # (B, 1, T, S)
+        last = len(self.decoder) - 1
+        weights = None
         for i, layer in enumerate(self.decoder):
-            x, _, _ = layer(x, None, self_mask, cross[i], cross_mask)
-        return self.out_proj(self.dec_ln(x))  # (B, T, V)
+            x, _, w = layer(x, None, self_mask, cross[i], cross_mask,
+                            return_weights=attention and i == last)
+            weights = w if w is not None else weights
+        return self.dec_ln(x), weights
 
     def decode_step(
         self,
