@@ -93,6 +93,9 @@ class NetConfig:
     dropout: float = 0.1  # oracle labels are noisy; a little dropout keeps the net smooth
     # reads the cross-attention features too (False: checkpoints from before they existed)
     attention: bool = False
+    # reads the decoder state (D values); without it only the scalars (and attention) decide:
+    # far fewer inputs for tens of thousands of oracle states, which the state overfits
+    state: bool = True
 
     def __post_init__(self) -> None:
         for name in ("d_state", "vocab_size", "hidden", "layers"):
@@ -127,7 +130,7 @@ class PolicyNet(nn.Module):
         self.register_buffer("mean", torch.zeros(cfg.n_features))
         self.register_buffer("std", torch.ones(cfg.n_features))
         layers: list[nn.Module] = []
-        width = cfg.n_features
+        width = cfg.n_features - (0 if cfg.state else cfg.d_state)
         for _ in range(cfg.layers):
             layers += [nn.Linear(width, cfg.hidden), nn.GELU(), nn.Dropout(cfg.dropout)]
             width = cfg.hidden
@@ -141,6 +144,8 @@ class PolicyNet(nn.Module):
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         x = (features - self.mean) / self.std  # (N, F)
+        if not self.cfg.state:
+            x = x[:, self.cfg.d_state:]  # (N, F - D) the scalars (and attention) only
         return self.mlp(x).squeeze(-1)  # (N,)
 
     @torch.no_grad()

@@ -108,6 +108,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="give the network the cross-attention features (AlignAtt's "
                              "signal) besides the decoder state and the distribution "
                              "(default: yes; --no-attention: as policies trained before them)")
+    parser.add_argument("--state", action=argparse.BooleanOptionalAction, default=True,
+                        help="give the network the decoder state (default: yes; --no-state: "
+                             "the scalar and attention features only)")
     parser.add_argument("--epochs", type=int, default=FitConfig.epochs,
                         help=f"passes over the oracle states (default {FitConfig.epochs})")
     parser.add_argument("--batch-size", type=int, default=FitConfig.batch_size,
@@ -200,7 +203,7 @@ def _train(args: argparse.Namespace, engine: Any, job: JobConfig, fit_cfg: FitCo
     torch.manual_seed(fit_cfg.seed)
     net = PolicyNet(NetConfig(d_state=engine.model.cfg.d_model,
                               vocab_size=engine.model.cfg.vocab_size, hidden=args.hidden,
-                              attention=job.attention))
+                              attention=job.attention, state=args.state))
     state = None
     if resume is not None:
         state = FitState.from_dict(resume, net)  # the interrupted run's weights, into net

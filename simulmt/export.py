@@ -56,6 +56,8 @@ def export(run: Path, out: Path, *, average: int = 1, name: str = "", fp16: bool
         "src": train_cfg.get("src", "de"),
         "tgt": train_cfg.get("tgt", "en"),
         "steps": int(warm.get("steps", 0)) + run_steps,  # updates in all, earlier runs included
+        # wall hours of this run's training loop (0: its checkpoints predate the count)
+        "train_hours": round(float(base.get("progress", {}).get("seconds", 0.0)) / 3600, 2),
         "averaged": [p.name for p in chosen],
     }
     if warm:

@@ -593,3 +593,21 @@ def test_dagger_driver_without_attention_reads_the_leading_columns(
     plain_job = JobConfig(**{**job.__dict__, "attention": False})
     with pytest.raises(ValueError, match="with --attention too"):
         dagger_driver(policy_file, plain_job, engine())
+
+
+def test_a_net_without_the_state_ignores_it() -> None:
+    cfg = engine().model.cfg
+    torch.manual_seed(0)
+    net = PolicyNet(NetConfig(d_state=cfg.d_model, vocab_size=cfg.vocab_size, attention=True,
+                              state=False)).eval()
+    data = oracle()
+    net.set_normalization(data.features)
+    feats = data.features[:20]
+    other = feats.clone()
+    other[:, :cfg.d_model] = torch.randn(20, cfg.d_model)  # another decoder state
+    torch.testing.assert_close(net.write_prob(feats), net.write_prob(other))
+    other[:, cfg.d_model + 1] += 0.5  # the top probability does count
+    assert not torch.allclose(net.write_prob(feats), net.write_prob(other))
+    with_state = PolicyNet(NetConfig(d_state=cfg.d_model, vocab_size=cfg.vocab_size))
+    assert sum(p.numel() for p in with_state.parameters()) > sum(
+        p.numel() for p in net.parameters())

@@ -130,7 +130,7 @@ async def test_bad_frames_mid_session_are_not_fatal() -> None:
     async with running(ServerConfig(port=0)) as url:
 
         async def bad() -> None:
-            frames = [
+            frames: list[str | bytes] = [
                 START,
                 source("ich habe heute"),
                 "this is not json",

@@ -139,7 +139,10 @@ def test_resume_continues_exactly(data_dir: Path, tmp_path: Path) -> None:
         resume=True,
     )
     assert resumed.progress.step == 5
+    sitting = resumed.progress.seconds
+    assert sitting > 0  # the first sitting's training time came back with the checkpoint
     resumed.run()
+    assert resumed.progress.seconds > sitting  # and the second's adds to it
     for (name, a), (_, b) in zip(
         straight.model.state_dict().items(), resumed.model.state_dict().items(), strict=True
     ):
@@ -173,6 +176,8 @@ def test_checkpoint_errors(data_dir: Path, tmp_path: Path) -> None:
 def test_export_and_load_as_engine(data_dir: Path, tmp_path: Path) -> None:
     Trainer(tiny_config(data_dir, tmp_path / "run", max_steps=9)).run()
     export(tmp_path / "run", tmp_path / "model", average=3)
+    meta = load_checkpoint(tmp_path / "model" / "model.pt")["meta"]
+    assert meta["steps"] == 9 and meta["train_hours"] >= 0  # the card's compute
     engine = Engine.load(tmp_path / "model")
     assert (
         load_checkpoint(tmp_path / "model" / "model.pt")["model"]["embed.weight"].dtype

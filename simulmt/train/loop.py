@@ -57,6 +57,9 @@ class Progress:
     batch_pos: int = 0  # index into this epoch's shuffled batch order
     best_bleu: float = -1.0
     n_batches: int = 0  # batches an epoch had (0: unknown, from an older checkpoint)
+    # wall seconds spent in the training loop over all sittings (dev evaluations and saves
+    # included; 0 before checkpoints kept it): the compute a model card reports
+    seconds: float = 0.0
 
 
 def pick_device(name: str) -> torch.device:
@@ -282,6 +285,7 @@ class Trainer:
         bar = tqdm(total=cfg.max_steps, initial=p.step, disable=self.rank != 0 or not tty,
                    unit="step")
         tokens_seen, t0 = 0, time.time()
+        last = t0
         window = _Window(p.step)
         while p.step < cfg.max_steps:
             order = epoch_order(len(self.batches), cfg.seed, p.epoch)
@@ -291,6 +295,8 @@ class Trainer:
                 batch = self._batch(self.batches[idx], p.step)
                 loss = self._update(batch)
                 p.step += 1
+                now = time.time()
+                p.seconds, last = p.seconds + now - last, now
                 tokens_seen += batch.n_tokens
                 rate = tokens_seen / max(time.time() - t0, 1e-6)
                 bar.set_postfix(
