@@ -35,6 +35,34 @@ def cell(row: Row | None) -> str:
             + ("–" if lp is None else f"{float(lp):.1f}"))
 
 
+def model_table(models: list[tuple[str, dict[tuple[str, str, str], Row]]]) -> str:
+    """Markdown: one row per (test set, view, policy), BLEU / AL / loops % per model."""
+    keys = list(dict.fromkeys(k for _, rows in models for k in rows))
+    lines = ["| test set | view | policy | " + " | ".join(
+        f"{name} BLEU | AL | loops %" for name, _ in models) + " |",
+        "|---|---|---|" + "---:|---:|---:|" * len(models)]
+    lines += [f"| {key[0]} | {key[1]} | {key[2]} | "
+              + " | ".join(cell(rows.get(key)) for _, rows in models) + " |" for key in keys]
+    sig = next((r["bleu_signature"] for _, rows in models for r in rows.values()), None)
+    return "\n".join(lines) + f"\n\nBLEU signature: `{sig}`"
+
+
+def groups_table(models: list[tuple[str, dict[tuple[str, str, str], Row]]], test_set: str) -> str:
+    """Markdown: per-source BLEU of one test set, a row per (view, policy, model)."""
+    keys = list(dict.fromkeys(k for _, rows in models for k in rows if k[0] == test_set))
+    groups = sorted({g for _, rows in models for (s, _, _), r in rows.items()
+                     if s == test_set for g in r.get("groups", {})})
+    lines = ["| view | policy | model | " + " | ".join(groups) + " |",
+             "|---|---|---|" + "---:|" * len(groups)]
+    for key in keys:
+        for name, rows in models:
+            r = rows.get(key)
+            scores = r.get("groups", {}) if r else {}
+            cells = [f"{scores[g]['bleu']:.2f}" if g in scores else "–" for g in groups]
+            lines.append(f"| {key[1]} | {key[2]} | {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -42,27 +70,7 @@ def main() -> None:
     p.add_argument("--groups", metavar="SET", help="per-source BLEU of this test set instead")
     args = p.parse_args()
     models = [(f.stem, read(f)) for f in args.files]
-    keys = list(dict.fromkeys(k for _, rows in models for k in rows))
-    if args.groups:
-        groups = sorted({g for _, rows in models for (s, _, _), r in rows.items()
-                         if s == args.groups for g in r.get("groups", {})})
-        print("| view | policy | model | " + " | ".join(groups) + " |")
-        print("|---|---|---|" + "---:|" * len(groups))
-        for key in (k for k in keys if k[0] == args.groups):
-            for name, rows in models:
-                r = rows.get(key)
-                scores = r.get("groups", {}) if r else {}
-                cells = [f"{scores[g]['bleu']:.2f}" if g in scores else "–" for g in groups]
-                print(f"| {key[1]} | {key[2]} | {name} | " + " | ".join(cells) + " |")
-        return
-    print("| test set | view | policy | " + " | ".join(
-        f"{name} BLEU | AL | loops %" for name, _ in models) + " |")
-    print("|---|---|---|" + "---:|---:|---:|" * len(models))
-    for key in keys:
-        print(f"| {key[0]} | {key[1]} | {key[2]} | "
-              + " | ".join(cell(rows.get(key)) for _, rows in models) + " |")
-    sig = next((r["bleu_signature"] for _, rows in models for r in rows.values()), None)
-    print(f"\nBLEU signature: `{sig}`")
+    print(groups_table(models, args.groups) if args.groups else model_table(models))
 
 
 if __name__ == "__main__":
