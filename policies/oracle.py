@@ -46,7 +46,7 @@ from simulmt.policies.learned_net import N_ATTENTION, N_SCALARS, policy_features
 
 from simulmt.data.tokenizer import Tokenizer
 from simulmt.model.transformer import SimulTransformer
-from simulmt.search.offline import pad_batch
+from simulmt.search.offline import greedy_decode, pad_batch
 from simulmt.search.options import WriteUnit
 from simulmt.vocab import BOS_ID, EOS_ID
 from simulmt.words import word_ends
@@ -131,6 +131,31 @@ def make_pairs(tokenizer: Tokenizer, texts: Sequence[tuple[str, str]], *,
                 starts = tuple(t for t, tok in enumerate(tgt)
                                if t == 0 or tokenizer.is_word_start(tok))
             out.append(OraclePair(tuple(src), tuple(tgt), tuple(ends), starts))
+    return out
+
+
+@torch.no_grad()
+def with_model_targets(model: SimulTransformer, pairs: Sequence[OraclePair],
+                       is_word_start: Callable[[int], bool], *, batch: int = 64
+                       ) -> list[OraclePair]:
+    """The pairs with each reference replaced by the model's own full-sentence greedy
+    translation (pairs it translates to nothing are dropped).
+
+    Walked with the top-r rule at r=1, the oracle then WRITEs a word once the model's
+    prediction on the prefix is what it would write with the whole sentence: the labels
+    describe the words the policy's own search will write, not a reference it never sees
+    (Zhang et al. 2020's meaningful units, from the full-sentence translation)."""
+    out: list[OraclePair] = []
+    for start in range(0, len(pairs), batch):
+        group = pairs[start:start + batch]
+        hyps = greedy_decode(model, [p.src for p in group], [p.ends for p in group])
+        for pair, hyp in zip(group, hyps, strict=True):
+            if not hyp:
+                continue
+            starts: tuple[int, ...] = ()
+            if pair.tgt_starts:  # word units: recompute them on the new target
+                starts = tuple(t for t, tok in enumerate(hyp) if t == 0 or is_word_start(tok))
+            out.append(OraclePair(pair.src, tuple(hyp), pair.ends, starts))
     return out
 
 

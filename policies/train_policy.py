@@ -43,6 +43,7 @@ from simulmt.policies.oracle import (
     generate_oracle,
     make_pairs,
     n_features,
+    with_model_targets,
 )
 from tqdm import tqdm
 
@@ -72,6 +73,7 @@ class JobConfig:
     dagger: str = ""  # sha256 of the policy file whose rollouts are added ("": none)
     dagger_threshold: float = 0.5  # its P(WRITE) threshold while rolling out
     attention: bool = True  # the states' features include the cross-attention ones
+    targets: str = "reference"  # walk the references, or the model's own translations
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -111,6 +113,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state", action=argparse.BooleanOptionalAction, default=True,
                         help="give the network the decoder state (default: yes; --no-state: "
                              "the scalar and attention features only)")
+    parser.add_argument("--targets", choices=["reference", "model"], default="reference",
+                        help="what the oracle walks: the corpus's reference translations "
+                             "(default), or the model's own full-sentence greedy translations "
+                             "(with --r 1: WRITE once the prefix predicts what the whole "
+                             "sentence would)")
     parser.add_argument("--epochs", type=int, default=FitConfig.epochs,
                         help=f"passes over the oracle states (default {FitConfig.epochs})")
     parser.add_argument("--batch-size", type=int, default=FitConfig.batch_size,
@@ -156,7 +163,8 @@ def _run(args: argparse.Namespace) -> int:
                     r=oracle_cfg.r, rule=oracle_cfg.rule.value, seed=args.seed,
                     unit=args.unit,
                     dagger=file_hash(args.dagger) if args.dagger is not None else "",
-                    dagger_threshold=args.dagger_threshold, attention=args.attention)
+                    dagger_threshold=args.dagger_threshold, attention=args.attention,
+                    targets=args.targets)
     resume = _resume_data(args, job)  # checked before the (long) oracle generation
     start = time.perf_counter()
     driver = dagger_driver(args.dagger, job, engine) if args.dagger is not None else None
@@ -274,6 +282,8 @@ def sample_pairs(engine: Any, job: JobConfig, split: str, n: int) -> list[Oracle
                           unit=WriteUnit(job.unit))
     if len(out) < n:
         log.warning("%s split: only %d usable pairs (asked for %d)", split, len(out), n)
+    if job.targets == "model":
+        out = with_model_targets(engine.model, out, engine.tokenizer.is_word_start)
     return out
 
 

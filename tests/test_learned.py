@@ -300,13 +300,15 @@ def test_dagger_rollouts_follow_the_driver_with_oracle_labels(rule: OracleRule, 
     check_labels(never, rule, r)
 
 
-def check_labels(data: OracleData, rule: OracleRule, r: int) -> int:
+def check_labels(data: OracleData, rule: OracleRule, r: int,
+                 walked: list[OraclePair] | None = None) -> int:
     """Assert every row's label is the word-level oracle rule, recomputed by incremental
     decoding along the recorded path (a move to i+1 is a word write on x<=j). Returns how
-    many states had a passing first token but a failing later one."""
+    many states had a passing first token but a failing later one. `walked`: the pairs
+    the oracle walked (default: pairs())."""
     model = engine().model
     mixed = 0
-    for k, pair in enumerate(pairs()):
+    for k, pair in enumerate(pairs() if walked is None else walked):
         bounds, tokens = pair.bounds, [BOS_ID, *pair.tgt]
         memory, _ = model.encode(torch.tensor([pair.src]))  # (1, S, D)
         cross = model.cross_kv(memory)
@@ -611,3 +613,23 @@ def test_a_net_without_the_state_ignores_it() -> None:
     with_state = PolicyNet(NetConfig(d_state=cfg.d_model, vocab_size=cfg.vocab_size))
     assert sum(p.numel() for p in with_state.parameters()) > sum(
         p.numel() for p in net.parameters())
+
+
+def test_model_targets_are_the_models_full_sentence_translations() -> None:
+    """--targets model: the oracle walks the model's own greedy translations, and its labels
+    (top-r, r=1) are still the rule recomputed along each path: WRITE iff the prefix's
+    argmax is the word the whole sentence gives."""
+    from simulmt.policies.oracle import with_model_targets
+    from simulmt.search.offline import greedy_decode
+
+    model, tok = engine().model, engine().tokenizer
+    walked = with_model_targets(model, pairs(), tok.is_word_start, batch=5)
+    hyps = greedy_decode(model, [p.src for p in pairs()], [p.ends for p in pairs()])
+    assert [p.tgt for p in walked] == [tuple(h) for h in hyps if h]
+    for pair in walked:
+        assert pair.tgt_starts == tuple(t for t, x in enumerate(pair.tgt)
+                                        if t == 0 or tok.is_word_start(x))
+    data = generate_oracle(model, walked, OracleConfig(r=1, rule=OracleRule.TOP_R,
+                                                        max_positions=96))
+    check_labels(data, OracleRule.TOP_R, 1, walked)
+    assert 0 < float(data.labels.mean()) < 1
