@@ -48,6 +48,7 @@ from simulmt.data.tokenizer import Tokenizer
 from simulmt.model.transformer import SimulTransformer
 from simulmt.search.offline import greedy_decode, pad_batch
 from simulmt.search.options import WriteUnit
+from simulmt.search.signals import per_word_attention
 from simulmt.vocab import BOS_ID, EOS_ID
 from simulmt.words import word_ends
 
@@ -187,15 +188,6 @@ def n_features(model: SimulTransformer, cfg: OracleConfig) -> int:
     return model.cfg.d_model + N_SCALARS + (N_ATTENTION if cfg.attention else 0)
 
 
-def per_word(attention: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
-    """attention (A, T, S) over source tokens, ends (A, J) tokens through each of the first J
-    words -> (A, T, J) the mass per word (`simulmt.search.signals.word_attention`, batched)."""
-    cum = attention.double().cumsum(dim=-1)  # (A, T, S)
-    index = (ends - 1).unsqueeze(1).expand(-1, attention.shape[1], -1)  # (A, T, J)
-    totals = cum.gather(-1, index)  # (A, T, J) mass up to the end of each word
-    return torch.diff(totals, dim=-1, prepend=totals.new_zeros(*totals.shape[:2], 1)).float()
-
-
 Driver = Callable[[torch.Tensor], torch.Tensor]  # features (N, F) -> WRITE? (N,) bool
 
 
@@ -230,7 +222,7 @@ def oracle_batch(model: SimulTransformer, pairs: Sequence[OraclePair],
         words = None
         if cfg.attention:
             ends = torch.tensor([pairs[k].ends[:j] for k in active])  # (A, j)
-            words = per_word(attn, ends)  # (A, T, j)
+            words = per_word_attention(attn, ends)  # (A, T, j)
         sig = (logits, states, words)
         ok = (within_top(logits, gold[idx], cfg.r) | always[idx]).tolist()
         rows: list[tuple[int, int, int, int, int]] = []  # (batch row, pair, i, token, write)

@@ -28,11 +28,19 @@ def word_attention(attention: torch.Tensor, ends: list[int], words: int) -> torc
     """
     if words < 1:
         return attention.new_zeros(0)  # (0,)
-    bounds = torch.tensor(ends[:words], dtype=torch.long)  # (W,)
-    cum = torch.cumsum(attention[: ends[words - 1]].double(), dim=0)  # (S_vis,)
-    totals = cum.index_select(0, bounds - 1)  # (W,) mass up to the end of each word
-    per_word = torch.diff(totals, prepend=totals.new_zeros(1))  # (W,)
-    return per_word.float()
+    bounds = torch.tensor(ends[:words], dtype=torch.long).view(1, words)  # (1, W)
+    return per_word_attention(attention.view(1, 1, -1), bounds).view(words)  # (W,)
+
+
+def per_word_attention(attention: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
+    """attention (A, T, S) over source tokens, ends (A, W) tokens through each of the first W
+    words of row a -> (A, T, W) the mass per word. Batched `word_attention` (the policy
+    oracle records what the search gives a policy, many states at once)."""
+    cum = torch.cumsum(attention.double(), dim=-1)  # (A, T, S)
+    index = (ends - 1).unsqueeze(1).expand(-1, attention.shape[1], -1)  # (A, T, W)
+    totals = cum.gather(-1, index)  # (A, T, W) mass up to the end of each word
+    first = totals.new_zeros(*totals.shape[:2], 1)  # (A, T, 1)
+    return torch.diff(totals, dim=-1, prepend=first).float()  # (A, T, W)
 
 
 def model_signals(
