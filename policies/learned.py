@@ -76,8 +76,8 @@ class LearnedPolicy(BasePolicy):
     """WRITE when a network trained on oracle READ/WRITE actions gives P(WRITE) >= threshold.
 
     Its signals: the decoder state and the distribution, plus the cross-attention (instance
-    `needs`) when the checkpoint was trained with attention features (`simulmt train-policy`'s
-    default since they exist).
+    `needs`) when the checkpoint was trained with attention features (`simulmt train-policy
+    --attention`).
     """
 
     name: ClassVar[str] = "learned"

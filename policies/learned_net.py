@@ -10,7 +10,7 @@ can never drift apart. Features of one decision (F = D + N_SCALARS [+ N_ATTENTIO
   (the lag; words minus tokens, as the wait-k schedules of this project count),
 - 1.0 if the source is finished else 0.0 (always 0.0 in training and at decisions: once the
   source is finished every policy WRITEs by rule, without asking the network),
-- with `NetConfig.attention` (the default of `simulmt train-policy`), AlignAtt's signal: the
+- with `NetConfig.attention` (`simulmt train-policy --attention`), AlignAtt's signal: the
   next token's last-layer cross-attention mass on the last 1, 2 and 3 source words read, how
   many words before the end its most-attended word lies (log1p), and the attention's entropy
   over the words read. Attention says *where* the model looks for the next word; the

@@ -63,7 +63,7 @@ class OracleConfig:
     r: int = 2  # 2 rather than 1: tolerates near-ties of a small model without reading on
     rule: OracleRule = OracleRule.GAIN  # reads only where more source helps (see module doc)
     max_positions: int = 1024  # pairs x target positions per decoder pass (x V logits in memory)
-    attention: bool = True  # record the cross-attention features too (NetConfig.attention)
+    attention: bool = False  # record the cross-attention features too (NetConfig.attention)
 
     def __post_init__(self) -> None:
         if self.r < 1:

@@ -72,7 +72,7 @@ class JobConfig:
     unit: str = WriteUnit.WORD.value  # the decision points: per target word (or token)
     dagger: str = ""  # sha256 of the policy file whose rollouts are added ("": none)
     dagger_threshold: float = 0.5  # its P(WRITE) threshold while rolling out
-    attention: bool = True  # the states' features include the cross-attention ones
+    attention: bool = False  # the states' features include the cross-attention ones
     targets: str = "reference"  # walk the references, or the model's own translations
 
 
@@ -106,10 +106,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "the oracle")
     parser.add_argument("--dagger-threshold", type=float, default=0.5,
                         help="P(WRITE) threshold of the --dagger policy's rollouts (default 0.5)")
-    parser.add_argument("--attention", action=argparse.BooleanOptionalAction, default=True,
-                        help="give the network the cross-attention features (AlignAtt's "
-                             "signal) besides the decoder state and the distribution "
-                             "(default: yes; --no-attention: as policies trained before them)")
+    parser.add_argument("--attention", action=argparse.BooleanOptionalAction, default=False,
+                        help="also give the network the cross-attention features (AlignAtt's "
+                             "signal); off by default: on the bundled model they made the "
+                             "oracle easier to predict but the policy no better (README), "
+                             "and they cost the search an attention pass per decision")
     parser.add_argument("--state", action=argparse.BooleanOptionalAction, default=True,
                         help="give the network the decoder state (default: yes; --no-state: "
                              "the scalar and attention features only)")

@@ -75,13 +75,13 @@ def train_policy_file(folder: Path, *, attention: bool) -> Path:
 
 @pytest.fixture(scope="module")
 def policy_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """With the cross-attention features, as `simulmt train-policy` trains by default."""
+    """With the cross-attention features (`simulmt train-policy --attention`)."""
     return train_policy_file(tmp_path_factory.mktemp("policy"), attention=True)
 
 
 @pytest.fixture(scope="module")
 def plain_policy_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Without them, as every policy trained before they existed (the shipped one)."""
+    """Without them: the default, and every policy trained before they existed."""
     return train_policy_file(tmp_path_factory.mktemp("plain"), attention=False)
 
 
@@ -231,7 +231,7 @@ def test_oracle_features_match_incremental_decoding(unit: WriteUnit) -> None:
     with a key/value cache, equals the recorded features: at each decision, those of the next
     word's first token (of the next token with token writes)."""
     model = engine().model
-    data = generate_oracle(model, pairs(unit), OracleConfig(max_positions=96))
+    data = generate_oracle(model, pairs(unit), OracleConfig(max_positions=96, attention=True))
     for k in (0, 7):
         pair = pairs(unit)[k]
         bounds = pair.bounds
@@ -620,6 +620,7 @@ def test_model_targets_are_the_models_full_sentence_translations() -> None:
     (top-r, r=1) are still the rule recomputed along each path: WRITE iff the prefix's
     argmax is the word the whole sentence gives."""
     from simulmt.policies.oracle import with_model_targets
+
     from simulmt.search.offline import greedy_decode
 
     model, tok = engine().model, engine().tokenizer
