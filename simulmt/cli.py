@@ -7,7 +7,7 @@ import importlib
 import logging
 import sys
 
-from simulmt.runtime import tune_allocator
+from simulmt.runtime import tune_allocator, tune_allocator_for_training
 
 # command name -> module with `add_arguments(parser)` and `run(args) -> int`
 COMMANDS: dict[str, str] = {
@@ -26,8 +26,8 @@ COMMANDS: dict[str, str] = {
 # Incremental decoding reuses mid-sized blocks: keeping them in the heap is faster (runtime.py).
 # Training allocates big tensors of ever-changing shapes (the logits of each batch): kept in the
 # heap they fragment it. With glibc's dynamic mmap threshold (up to 32 MB) the 22M-parameter run
-# grew from 6.2 to 7.6 GB RSS in 40 minutes (past 11 GB with the inference thresholds); with a
-# fixed 1 MB threshold every block above it goes back to the kernel when freed (2.5 GB).
+# grew from 6.2 to 7.6 GB RSS in 40 minutes (past 11 GB with the inference thresholds); a fixed
+# 1 MB threshold held 2.5 GB but made every step 1.5x slower; training uses 64 MB (runtime.py).
 TUNED_ALLOCATOR = frozenset({"translate", "eval", "serve", "client"})
 TRAINING = frozenset({"train", "train-policy", "train-segmenter"})
 
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in TUNED_ALLOCATOR:
         tune_allocator()
     elif args.command in TRAINING:
-        tune_allocator(mmap_threshold=1 << 20, trim_threshold=128 << 10)
+        tune_allocator_for_training()
     return int(args._module.run(args))
 
 

@@ -85,13 +85,25 @@ def unstack_kv(block: torch.Tensor) -> list[KV]:
     return [(block[2 * i], block[2 * i + 1]) for i in range(block.shape[0] // 2)]
 
 
+class Dropout(nn.Dropout):
+    """nn.Dropout with its mask drawn as `rand >= p`: on a CPU, `bernoulli_` made dropout a
+    sixth of a training step and this is a third faster, forward and backward
+    (bench/train_step.py). Same distribution, a different random stream."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        keep = (torch.rand(x.shape, device=x.device) >= self.p) * (1.0 / (1.0 - self.p))
+        return x * keep.to(x.dtype)
+
+
 class FeedForward(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.net = nn.Sequential(
             nn.Linear(cfg.d_model, cfg.d_ff),
             nn.ReLU(),
-            nn.Dropout(cfg.dropout),
+            Dropout(cfg.dropout),
             nn.Linear(cfg.d_ff, cfg.d_model),
         )
 
@@ -109,7 +121,7 @@ def _ln(norm: nn.LayerNorm, x: torch.Tensor) -> torch.Tensor:
     return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
 
 
-def _drop(drop: nn.Dropout, x: torch.Tensor) -> torch.Tensor:
+def _drop(drop: Dropout, x: torch.Tensor) -> torch.Tensor:
     return drop(x) if drop.training else x
 
 
@@ -149,7 +161,7 @@ class EncoderLayer(nn.Module):
         self.attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
         self.ln_ff = nn.LayerNorm(cfg.d_model)
         self.ff = FeedForward(cfg)
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
 
     def forward(
         self, x: torch.Tensor, past: KV | None, mask: torch.Tensor, *, room: bool = False
@@ -177,7 +189,7 @@ class DecoderLayer(nn.Module):
         self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
         self.ln_ff = nn.LayerNorm(cfg.d_model)
         self.ff = FeedForward(cfg)
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
 
     def forward(
         self,

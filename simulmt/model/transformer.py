@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from simulmt.model.config import ModelConfig
-from simulmt.model.layers import KV, DecoderLayer, EncoderLayer, stack_kv
+from simulmt.model.layers import KV, DecoderLayer, Dropout, EncoderLayer, stack_kv
 from simulmt.vocab import PAD_ID
 
 
@@ -53,7 +53,7 @@ class SimulTransformer(nn.Module):
         self.register_buffer(
             "pos_table", sinusoidal_table(cfg.max_len, cfg.d_model), persistent=False
         )
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.enc_layers))
         self.enc_ln = nn.LayerNorm(cfg.d_model)
         self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.dec_layers))

@@ -19,7 +19,6 @@ from typing import Any
 import sacrebleu
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
@@ -43,6 +42,8 @@ from simulmt.train.batches import (
     upsample,
 )
 from simulmt.train.config import TrainConfig
+from simulmt.train.loss import smoothed_cross_entropy
+from simulmt.vocab import PAD_ID
 from simulmt.words import FULL
 
 log = logging.getLogger(__name__)
@@ -95,12 +96,11 @@ def loss_fn(
 ) -> torch.Tensor:
     logits = model(batch.src.to(device), batch.tgt_in.to(device), batch.vis.to(device))  # (B, T, V)
     return (
-        F.cross_entropy(
-            logits.flatten(0, 1).float(),  # (B*T, V)
+        smoothed_cross_entropy(
+            logits.flatten(0, 1),  # (B*T, V)
             batch.tgt_out.to(device).flatten(),  # (B*T,)
-            ignore_index=0,
-            label_smoothing=smoothing,
-            reduction="sum",
+            smoothing=smoothing,
+            ignore_index=PAD_ID,
         )
         / batch.n_tokens
     )

@@ -1,0 +1,73 @@
+"""Label-smoothed cross-entropy that never materializes the log-probabilities.
+
+`F.cross_entropy` on a (tokens, vocabulary) matrix writes the whole log-softmax in float32
+and reads it back in the backward pass; on a CPU that was a fifth of a training step
+(bench/train_step.py). Per row the label-smoothed loss needs only the log-sum-exp:
+
+    loss = lse(x) - (1 - eps) * x[y] - eps / V * sum(x)
+
+and its gradient is softmax(x) - (1 - eps) * onehot(y) - eps / V. This function computes both
+in row chunks, in float32 from the (bfloat16) logits, and keeps only the logits and one float
+per row for the backward pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+__all__ = ["smoothed_cross_entropy"]
+
+CHUNK_ROWS = 256  # a chunk's float32 temporaries stay a few MB however large the batch
+
+
+class _SmoothedCE(torch.autograd.Function):
+    @staticmethod
+    def forward(
+        ctx: Any, logits: torch.Tensor, target: torch.Tensor, eps: float, ignore: int
+    ) -> torch.Tensor:
+        # logits (N, V) any float dtype; target (N,) int64 -> summed loss () float32
+        n, v = logits.shape
+        lse = torch.empty(n, dtype=torch.float32, device=logits.device)  # (N,)
+        total = torch.zeros((), dtype=torch.float32, device=logits.device)
+        keep = target != ignore  # (N,)
+        safe = target.masked_fill(~keep, 0)  # (N,) an index that exists
+        for i in range(0, n, CHUNK_ROWS):
+            x = logits[i : i + CHUNK_ROWS].float()  # (c, V)
+            lse[i : i + CHUNK_ROWS] = torch.logsumexp(x, dim=-1)
+            picked = x.gather(1, safe[i : i + CHUNK_ROWS, None]).squeeze(1)  # (c,)
+            row = lse[i : i + CHUNK_ROWS] - (1 - eps) * picked - (eps / v) * x.sum(dim=-1)
+            total += row[keep[i : i + CHUNK_ROWS]].sum()
+        ctx.save_for_backward(logits, safe, keep, lse)
+        ctx.eps = eps
+        return total
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        logits, safe, keep, lse = ctx.saved_tensors
+        eps: float = ctx.eps
+        n, v = logits.shape
+        out = torch.empty_like(logits)  # (N, V) in the logits' dtype
+        scale = keep.to(torch.float32) * grad  # (N,) 0 for ignored rows
+        for i in range(0, n, CHUNK_ROWS):
+            rows = slice(i, i + CHUNK_ROWS)
+            p = torch.exp(logits[rows].float() - lse[rows, None])  # (c, V) softmax
+            p -= eps / v
+            p.scatter_add_(1, safe[rows, None],
+                           torch.full((p.shape[0], 1), -(1 - eps), device=p.device))
+            out[rows] = p * scale[rows, None]
+        return out, None, None, None
+
+
+def smoothed_cross_entropy(
+    logits: torch.Tensor, target: torch.Tensor, *, smoothing: float, ignore_index: int
+) -> torch.Tensor:
+    """Summed label-smoothed cross-entropy over the rows whose target is not `ignore_index`:
+    the value and gradient of `F.cross_entropy(logits.float(), target, ignore_index=...,
+    label_smoothing=smoothing, reduction="sum")`. logits (N, V), target (N,)."""
+    if logits.dim() != 2 or target.shape != logits.shape[:1]:
+        raise ValueError(f"logits must be (N, V) and target (N,); got {tuple(logits.shape)} "
+                         f"and {tuple(target.shape)}")
+    result: torch.Tensor = _SmoothedCE.apply(logits, target, float(smoothing), int(ignore_index))
+    return result
