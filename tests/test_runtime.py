@@ -24,7 +24,8 @@ def test_without_a_c_library_nothing_is_tuned(monkeypatch: pytest.MonkeyPatch) -
     [
         (["policies"], []),  # neither decoding nor training: glibc's defaults
         (["eval", "--source", "s", "--reference", "r"], [{}]),  # decoding: the raised defaults
-        (["train-policy", "--data", "d", "--out", "p.pt"], [{"mmap_threshold": 1 << 20,
+        # training: big per-batch blocks to the kernel, mid-sized ones reused (runtime.py)
+        (["train-policy", "--data", "d", "--out", "p.pt"], [{"mmap_threshold": 64 << 20,
                                                               "trim_threshold": 128 << 10}]),
     ],
 )
@@ -42,6 +43,7 @@ def test_the_cli_tunes_the_allocator_per_command(
         return True
 
     monkeypatch.setattr(cli, "tune_allocator", record)
+    monkeypatch.setattr("simulmt.runtime.tune_allocator", record)
     module = importlib.import_module(cli.COMMANDS[argv[0]])
     monkeypatch.setattr(module, "run", lambda args: 0)
     assert cli.main(argv) == 0
