@@ -19,7 +19,10 @@ import torch
 
 __all__ = ["smoothed_cross_entropy"]
 
-CHUNK_ROWS = 256  # a chunk's float32 temporaries stay a few MB however large the batch
+# 64 rows of a 16k vocabulary: 4 MB of float32 per temporary, near the cache. Forward and
+# backward over (2900, 16000) bf16 logits: 188 ms at 256 rows, 102 ms at 64, 89 ms at 32 (median
+# of 8, alternating, 2 threads, the training allocator).
+CHUNK_ROWS = 64
 
 
 class _SmoothedCE(torch.autograd.Function):
