@@ -10,6 +10,7 @@ scores BLEU/chrF on the resegmented sentences and StreamLAAL (`stream_latency`).
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -68,6 +69,9 @@ class LongFormResult:
     policy: str
     quality: QualityScores  # BLEU/chrF over all resegmented sentences
     stream_laal: float | None  # mean over sentences, source words
+    # the median over sentences: the mean can be carried by a few sentences whose words the
+    # resegmentation took from far away (degenerate, looping output); README, "Long-form results"
+    stream_laal_median: float | None
     ca_stream_laal: float | None  # ms
     documents: int
     sentences: int
@@ -84,6 +88,7 @@ class LongFormResult:
             "bleu_signature": q.bleu_signature,
             "chrf_signature": q.chrf_signature,
             "stream_laal": self.stream_laal,
+            "stream_laal_median": self.stream_laal_median,
             "ca_stream_laal": self.ca_stream_laal,
             "documents": self.documents,
             "sentences": self.sentences,
@@ -152,6 +157,7 @@ def score_documents(
         policy=policy,
         quality=corpus_quality(hyps, refs),
         stream_laal=_mean([x.stream_laal for x in lat]),
+        stream_laal_median=statistics.median(x.stream_laal for x in lat) if lat else None,
         ca_stream_laal=_mean([x.ca_stream_laal for x in lat]),
         documents=len(documents),
         sentences=len(refs),

@@ -34,13 +34,15 @@ def _fmt(x: float | None) -> str:
 
 def format_long_form(results: list[LongFormResult]) -> str:
     head = (
-        "| policy | BLEU | chrF | StreamLAAL | CA-StreamLAAL (ms) | documents | sentences | empty |"
+        "| policy | BLEU | chrF | StreamLAAL | median | CA-StreamLAAL (ms) | documents | sentences "
+        "| empty |"
     )
-    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         lines.append(
             f"| `{r.policy}` | {r.quality.bleu:.2f} | {r.quality.chrf:.2f} | "
-            f"{_fmt(r.stream_laal)} | {_fmt(r.ca_stream_laal)} | {r.documents} | "
+            f"{_fmt(r.stream_laal)} | {_fmt(r.stream_laal_median)} | {_fmt(r.ca_stream_laal)} | "
+            f"{r.documents} | "
             f"{r.sentences} | {r.empty} |"
         )
     if results:

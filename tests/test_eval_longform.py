@@ -134,6 +134,7 @@ def test_score_document_with_known_alignment() -> None:
     laal = [x.stream_laal for x in record.latency if x is not None]
     assert laal == pytest.approx([2.0, 1.0, 2.0])
     assert result.stream_laal == pytest.approx(5 / 3)
+    assert result.stream_laal_median == pytest.approx(2.0)
     assert result.ca_stream_laal == pytest.approx(5 / 3 * 400)  # no compute: words x 400 ms
     line = record.record()
     assert line["segments"] == list(doc.references) and line["sentence_offsets"] == [0, 3, 5]
@@ -149,6 +150,20 @@ def test_an_empty_segment_counts_at_full_latency_or_is_skipped() -> None:
     assert rec.latency[1] is not None and rec.latency[1].stream_laal == 2.0  # |X_2| words
     skip, (rec2,) = score_documents("p", [doc], [stats], LatencyConfig(empty=EmptyHypothesis.SKIP))
     assert rec2.latency[1] is None and skip.stream_laal != full.stream_laal
+
+
+def test_the_median_stream_laal_is_not_carried_by_one_far_off_sentence() -> None:
+    # the last sentence's words all come at the end of its 30 source words, 30 words after it
+    # began (as when resegmentation hands it words from far later in the stream): its
+    # StreamLAAL is 30, the mean jumps to 11, the median stays with the other two sentences
+    last = tuple(f"w{i}" for i in range(30))
+    doc = Document("far", (("a", "b", "c"), ("d", "e"), last), ("x y z", "u v", "p q r s"))
+    stats = SentenceStats(0, 35, "", "x y z u v p q r s", (2, 3, 3, 4, 5, 35, 35, 35, 35),
+                          source=" ".join(doc.words))
+    result, _ = score_documents("p", [doc], [stats], LatencyConfig())
+    assert result.stream_laal == pytest.approx((2 + 1 + 30) / 3)
+    assert result.stream_laal_median == pytest.approx(2.0)
+    assert result.as_dict()["stream_laal_median"] == pytest.approx(2.0)
 
 
 # ---- documents -------------------------------------------------------------------------------
