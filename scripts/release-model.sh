@@ -2,7 +2,9 @@
 # How the bundled model and README's results were produced from a training run:
 #   scripts/release-model.sh RUN_DIR [CORPUS_DIR]
 # 1. export (average of the last $AVERAGE (2) checkpoints, fp16) into simulmt/models/de-en,
-#    named $NAME (default: simulmt-<run folder>, e.g. simulmt-de-en-base for runs/de-en-base)
+#    named $NAME (default: simulmt-<run folder>, e.g. simulmt-de-en-base for runs/de-en-base);
+#    the sentence-boundary detector segmenter.pt stays as it is: it reads hashed source words,
+#    not the translation model (docs/SEGMENTER.md)
 # 2. train the learned read/write policy on it
 # 3. evaluate every policy on every 5th sentence of the held-out test split (all sources),
 #    with per-source scores, and wait-k on newstest2015 (scripts/evaluate-model.sh); plot
