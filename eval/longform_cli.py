@@ -42,8 +42,7 @@ def format_long_form(results: list[LongFormResult]) -> str:
         lines.append(
             f"| `{r.policy}` | {r.quality.bleu:.2f} | {r.quality.chrf:.2f} | "
             f"{_fmt(r.stream_laal)} | {_fmt(r.stream_laal_median)} | {_fmt(r.ca_stream_laal)} | "
-            f"{r.documents} | "
-            f"{r.sentences} | {r.empty} |"
+            f"{r.documents} | {r.sentences} | {r.empty} |"
         )
     if results:
         lines.append(f"BLEU: {results[0].quality.bleu_signature}")

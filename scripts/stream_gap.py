@@ -16,7 +16,7 @@ import json
 import statistics
 from pathlib import Path
 
-from simulmt.eval.latency import _lagging
+from simulmt.eval.latency import length_adaptive_average_lagging
 
 
 def read(path: Path) -> list[dict[str, object]]:
@@ -41,7 +41,7 @@ def main() -> None:
     for row, ref in zip(rows, refs, strict=True):
         delays = [float(d) for d in row["delays"]]  # type: ignore[attr-defined]
         x = float(row["source_length"])  # type: ignore[arg-type]
-        laal.append(_lagging(delays, x, max(len(delays), len(ref.split()), 1) / x))
+        laal.append(length_adaptive_average_lagging(delays, x, len(ref.split())))
     gaps = sorted(s - la for s, la in zip(stream, laal, strict=True))
     kept = gaps[: len(gaps) - args.drop] or gaps
     print(f"{len(gaps)} sentences: LAAL mean {statistics.mean(laal):.2f} median "

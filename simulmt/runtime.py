@@ -49,4 +49,3 @@ def tune_allocator_for_training() -> bool:
     every mid-sized block: real training steps of the 22M model took 3.6 s instead of 2.4 s
     (bench/RESULTS.md, "Training step")."""
     return tune_allocator(mmap_threshold=64 << 20, trim_threshold=128 << 10)
-
