@@ -48,6 +48,9 @@ def export(run: Path, out: Path, *, average: int = 1, name: str = "", fp16: bool
     weights = average_state_dicts(chosen) if len(chosen) > 1 else base["model"]
     if fp16:
         weights = {k: v.half() if v.is_floating_point() else v for k, v in weights.items()}
+    if base["model_config"].get("tie_embeddings", True):
+        # tied: out_proj.weight is embed.weight; the loader re-ties it (a copy would add 12 MB)
+        weights = {k: v for k, v in weights.items() if k != "out_proj.weight"}
     train_cfg = dict(base.get("train_config", {}))
     warm = dict(base.get("warm_start", {}))
     run_steps = int(base.get("progress", {}).get("step", 0))

@@ -185,6 +185,12 @@ def test_export_and_load_as_engine(data_dir: Path, tmp_path: Path) -> None:
     )
     ups = Session(engine, policy="wait-k:k=2").push("Ich habe heute ein Buch gelesen .")
     assert ups[-1].final
+    # the tied output matrix is stored once and re-tied on load, bit for bit
+    saved = load_checkpoint(tmp_path / "model" / "model.pt")["model"]
+    assert "out_proj.weight" not in saved
+    loaded = model_from_checkpoint(tmp_path / "model" / "model.pt")
+    assert loaded.out_proj.weight is loaded.embed.weight
+    assert torch.equal(loaded.embed.weight, saved["embed.weight"].float())
     with pytest.raises(CheckpointError, match="no model at"):
         Engine.load(tmp_path / "nowhere")
 
@@ -198,7 +204,9 @@ def test_warm_start_from_model_folder(data_dir: Path, tmp_path: Path) -> None:
     )
     assert warm.progress.step == 0  # fresh optimizer and schedule
     for name, value in warm.model.state_dict().items():
-        assert torch.equal(value, shipped[name].float()), name
+        # the tied output matrix is stored once, as embed.weight
+        stored = shipped["embed.weight" if name == "out_proj.weight" else name]
+        assert torch.equal(value, stored.float()), name
     assert warm.run().step == 2
     export(tmp_path / "warm", tmp_path / "warm-model")
     meta = load_checkpoint(tmp_path / "warm-model" / "model.pt")["meta"]

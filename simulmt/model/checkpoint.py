@@ -56,6 +56,8 @@ def model_from_checkpoint(path: Path, data: dict[str, Any] | None = None) -> Sim
         raise CheckpointError(f"checkpoint {path} has a bad model_config: {e}") from e
     model = SimulTransformer(cfg)
     state = {k: v.float() if v.is_floating_point() else v for k, v in data["model"].items()}
+    if cfg.tie_embeddings and "out_proj.weight" not in state and "embed.weight" in state:
+        state["out_proj.weight"] = state["embed.weight"]  # exports store a tied matrix once
     try:
         model.load_state_dict(state)
     except RuntimeError as e:
