@@ -38,7 +38,9 @@ def model_rows(folder: Path) -> tuple[str, list[tuple[str, str]]]:
     data: dict[str, Any] = torch.load(folder / "model.pt", map_location="cpu",
                                       weights_only=True)
     meta, mc, tc = data["meta"], data["model_config"], data.get("train_config", {})
-    params = sum(v.numel() for v in data["model"].values())
+    # tied embeddings are saved twice (embed.weight and out_proj.weight): count them once
+    tied = {"out_proj.weight"} if mc.get("tie_embeddings") else set()
+    params = sum(v.numel() for k, v in data["model"].items() if k not in tied)
     dtype = next(iter(data["model"].values())).dtype
     files = [f"{mb(folder / 'model.pt')} `model.pt` ({str(dtype).removeprefix('torch.')})"]
     files += [f"{mb(folder / f)} `{f}`" for f in ("spm.model", "policy.pt", "segmenter.pt")

@@ -26,8 +26,11 @@ def test_the_card_states_the_recorded_facts(tmp_path: Path) -> None:
         "meta": {"name": "simulmt-de-en-base", "src": "de", "tgt": "en", "steps": 12345,
                  "averaged": ["step-12000.pt", "step-12345.pt"], "train_hours": 9.5},
         "model_config": {"vocab_size": 16000, "d_model": 384, "n_heads": 6, "enc_layers": 5,
-                         "dec_layers": 3, "d_ff": 1536},
-        "model": {"w": torch.zeros(1000, 22, dtype=torch.float16)},
+                         "dec_layers": 3, "d_ff": 1536, "tie_embeddings": True},
+        "model": {"w": torch.zeros(1000, 22, dtype=torch.float16),
+                  # tied: saved twice, counted once
+                  "embed.weight": torch.zeros(100_000, 1, dtype=torch.float16),
+                  "out_proj.weight": torch.zeros(100_000, 1, dtype=torch.float16)},
         "train_config": {"wait_k": [1, 3, 0], "target_words": True, "asr_rate": 0.3,
                          "label_smoothing": 0.1, "lr": 0.0008, "warmup": 2000,
                          "max_tokens": 6000, "bf16": True, "threads": 2,
@@ -59,7 +62,7 @@ def test_the_card_states_the_recorded_facts(tmp_path: Path) -> None:
          str(corpus), "--results", str(new), "--previous", str(old), "--notes", str(notes)],
         capture_output=True, text=True, check=True).stdout
     assert out.startswith("# Model card: `simulmt-de-en-base`")
-    assert "| parameters | 0.0 M |" in out  # 22,000 weights
+    assert "| parameters | 0.1 M |" in out  # 122,000 weights (0.2 M if counted twice)
     assert "causal encoder 5 layers, decoder 3 layers, d_model 384, 6 heads, FFN 1536" in out
     assert "k per batch from {1, 3, full} counted in target words; 30% of the sources" in out
     assert "upsampled: europarl ×4" in out
