@@ -24,7 +24,7 @@ from simulmt.eval.report import PolicyResult, format_table
 from simulmt.eval.sweep import expand_sweep
 
 from simulmt.runtime import DTYPE_NAMES
-from simulmt.search.options import Scoring, WriteUnit
+from simulmt.search.options import CLI_LOOP_GUARD, Scoring, WriteUnit
 from simulmt.segment.views import SourceStyle, recognizer_view
 from simulmt.sentences import Segmentation
 
@@ -76,10 +76,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a(
         "--loop-guard",
         type=int,
-        default=RunConfig.loop_guard,
+        default=CLI_LOOP_GUARD,
         metavar="N",
         help="ban the token that would repeat a cycle of up to N tokens a third time in a row "
-        "(degenerate loops on unfamiliar input; default 0: off)",
+        f"(degenerate loops on unfamiliar input; default {CLI_LOOP_GUARD}; 0: off)",
     )
     a("--model", type=Path, default=None, help="model folder (default: the bundled model)")
     a(

@@ -20,7 +20,9 @@ class RunConfig:
     scoring: Scoring = SearchOptions.scoring  # how the beam ranks hypotheses of different length
     alpha: float = SearchOptions.alpha  # GNMT length-normalization exponent
     unit: WriteUnit = SearchOptions.unit  # what one WRITE writes: a word (default) or a token
-    loop_guard: int = SearchOptions.loop_guard  # ban 3rd copies of token cycles up to this long
+    # ban 3rd copies of token cycles up to this long; off as in the library (`simulmt eval` runs
+    # CLI_LOOP_GUARD unless told otherwise)
+    loop_guard: int = SearchOptions.loop_guard
     # what ends a sentence inside a line or document: punctuation keeps sentence-level results
     # comparable with earlier runs; auto (the boundary detector) is for unpunctuated streams
     segmentation: Segmentation = Segmentation.PUNCTUATION

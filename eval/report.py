@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass
 from simulmt.eval.corpus import CorpusLatency, LatencyConfig
 from simulmt.eval.quality import QualityScores
 
+from simulmt.search.options import SearchOptions
+
 __all__ = ["PolicyResult", "format_table", "policy_family"]
 
 
@@ -27,7 +29,7 @@ class PolicyResult:
     config: LatencyConfig
     beam: int = 1
     scoring: str = "gnmt"  # the beam's length scoring (SearchOptions.scoring)
-    alpha: float = 0.6  # its GNMT exponent
+    alpha: float = SearchOptions.alpha  # its GNMT exponent
     unit: str = "word"  # what one WRITE wrote (SearchOptions.unit)
     wall_s: float | None = None  # wall-clock time of the simulation
     groups: dict[str, dict[str, object]] | None = None  # per-label scores (--groups)

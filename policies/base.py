@@ -107,6 +107,17 @@ class AgreementPolicy(Policy, Protocol):
     def agreement(self) -> int: ...
 
 
+@runtime_checkable
+class ChunkedPolicy(Policy, Protocol):
+    """A re-translation policy that reads `chunk` source words between re-decodings (the
+    latency knob of LocalAgreement in Polák et al. 2022: a bigger chunk gives each hypothesis
+    more context and makes fewer of them). A re-translation policy without it re-decodes after
+    every word."""
+
+    @property
+    def chunk(self) -> int: ...
+
+
 def check_observation(obs: Observation) -> None:
     """Raise PolicyError if `obs` holds impossible counts (a bug in the caller)."""
     if obs.src_read < 0 or obs.tgt_written < 0 or obs.src_available < 0:

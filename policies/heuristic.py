@@ -161,9 +161,10 @@ class LocalAgreement(BasePolicy):
     """Re-translation: commit the longest common prefix of the last n re-decodings.
 
     LocalAgreement (Liu et al. 2020; Polák et al. 2022): the search re-decodes the source
-    prefix after each READ and commits what the last n hypotheses agree on
+    prefix after every `chunk` source words and commits what the last n hypotheses agree on
     (CommitMode.RETRANSLATION). The policy only says when: READ while the source is
     unfinished (waiting if no word is available), WRITE — the final full decode — once it is.
+    n and chunk are its latency knobs: n=2, chunk=1 is the lowest latency.
     """
 
     name: ClassVar[str] = "local-agreement"
@@ -174,10 +175,15 @@ class LocalAgreement(BasePolicy):
 
     n: int = field(default=2, metadata={  # 2: LocalAgreement-2, the usual choice
         "help": "hypotheses that must agree on a prefix to commit it (>= 1; 1 commits all)"})
+    chunk: int = field(default=1, metadata={
+        "help": "source words read between re-decodings (>= 1; more: fewer, better-informed "
+                "hypotheses and more latency)"})
 
     def validate(self) -> None:
         if self.n < 1:
             raise PolicyError(f"n must be >= 1 (got {self.n})")
+        if self.chunk < 1:
+            raise PolicyError(f"chunk must be >= 1 (got {self.chunk})")
 
     def decide(self, obs: Observation) -> Action:
         check_observation(obs)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # How the bundled model and README's results were produced from a training run:
-#   [EVAL_CORPUS=DIR] scripts/release-model.sh RUN_DIR [CORPUS_DIR]
+#   [EVAL_CORPUS=DIR] [EVAL_FLAGS=...] scripts/release-model.sh RUN_DIR [CORPUS_DIR]
 # 1. export (average of the last $AVERAGE (2) checkpoints, fp16) into simulmt/models/de-en,
 #    named $NAME (default: simulmt-<run folder>, e.g. simulmt-de-en-base for runs/de-en-base);
 #    the sentence-boundary detector segmenter.pt stays as it is: it reads hashed source words,
@@ -26,9 +26,12 @@ $BIN/simulmt train-policy --model $M --data "$CORPUS" --out cache/policy-round0.
 $BIN/simulmt train-policy --model $M --data "$CORPUS" --out $M/policy.pt --pairs 2000 \
   --dev-pairs 500 --dagger cache/policy-round0.pt --threads 1
 # every other policy, word level with token-level wait-k beside it, both test sets, the plots
+# (EVAL_FLAGS: extra `simulmt eval` options, as evaluate-model.sh takes them)
 scripts/evaluate-model.sh $M "$EVAL_CORPUS"
 EVAL=($BIN/simulmt eval --model $M --source cache/test-1in5.de --reference cache/test-1in5.en
       --groups cache/test-1in5.source --threads 1 --no-progress --json)
+read -r -a extra <<< "${EVAL_FLAGS:-}"
+EVAL+=("${extra[@]}")
 "${EVAL[@]}" --output results/test --sweep "learned:threshold=0.5,0.7,0.8,0.9,lag_min=0" \
   --sweep "learned:threshold=0.4,0.5,0.7,0.8,0.9" \
   --sweep "learned:threshold=0.5,0.8,k_max=2,lag_min=1" > docs/results-learned.jsonl &

@@ -23,6 +23,7 @@ from simulmt.server.config import Limits, ServerConfig
 
 from simulmt.engine import Engine
 from simulmt.runtime import DTYPE_NAMES
+from simulmt.search.options import CLI_LOOP_GUARD
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ logger = logging.getLogger(__name__)
 # 86 -> 39 ms for the bundled model, BLEU within 0.18 on test and newstest2015; the loop
 # guard: looping outputs on newstest2015 8.7% -> 0.2% (bench/RESULTS.md, README).
 LIVE_DTYPE = "int8"
-LIVE_LOOP_GUARD = 8
+LIVE_LOOP_GUARD = CLI_LOOP_GUARD
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -14,7 +14,7 @@ from typing import TextIO
 from simulmt.engine import Engine
 from simulmt.liveview import LiveView
 from simulmt.policies.base import PolicyError
-from simulmt.search.options import Scoring, SearchOptions, WriteUnit
+from simulmt.search.options import CLI_LOOP_GUARD, Scoring, SearchOptions, WriteUnit
 from simulmt.sentences import Segmentation
 from simulmt.session import InputError, Session
 from simulmt.updates import Update
@@ -40,9 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--loop-guard",
         type=int,
-        default=0,
+        default=CLI_LOOP_GUARD,
         metavar="N",
-        help="ban the token that would repeat a cycle of up to N tokens a third time (0: off)",
+        help="ban the token that would repeat a cycle of up to N tokens a third time "
+        f"(default {CLI_LOOP_GUARD}; 0: off)",
     )
     parser.add_argument(
         "--segmentation",

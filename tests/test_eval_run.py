@@ -279,7 +279,7 @@ def test_eval_cli_json_output_and_plot(files: Path, tmp_path: Path) -> None:
         "eval", "--policy", "full", "--sweep", "wait-k:k=1,3", "--source", str(files / "src.txt"),
         "--reference", str(files / "ref.txt"), "--model", str(files / "model"),
         "--output", str(out), "--json", "--threads", "1", "--no-progress", "--batch-size", "1",
-        "--jobs", "2", "--alpha", "1.4",
+        "--jobs", "2", "--alpha", "1.4", "--loop-guard", "0",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in proc.stdout.splitlines()]

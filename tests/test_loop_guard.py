@@ -104,3 +104,25 @@ def test_serve_takes_the_option() -> None:
     assert cli.config_from_args(parser.parse_args(["--loop-guard", "0"])).loop_guard == 0
     with pytest.raises(ValueError, match="loop_guard"):
         cli.config_from_args(parser.parse_args(["--loop-guard", "-1"]))
+
+
+def test_eval_and_translate_guard_by_default_the_library_does_not() -> None:
+    """Word-level wait-k loops in 5-12% of newstest2015 outputs unguarded: every command line
+    guards unless told `--loop-guard 0`; RunConfig/SearchOptions keep the model's own ranking."""
+    import argparse
+
+    from simulmt.eval import cli as eval_cli
+    from simulmt.eval.options import RunConfig
+
+    from simulmt import translate
+
+    files = ["--source", "x.de", "--reference", "x.en"]
+    for module, required in ((eval_cli, files), (translate, ["--policy", "wait-k:k=3"])):
+        parser = argparse.ArgumentParser()
+        module.add_arguments(parser)
+        assert parser.parse_args(required).loop_guard == 8, module.__name__
+        assert parser.parse_args([*required, "--loop-guard", "0"]).loop_guard == 0
+    parser = argparse.ArgumentParser()
+    eval_cli.add_arguments(parser)
+    assert eval_cli.run_config_from_args(parser.parse_args(files)).loop_guard == 8
+    assert RunConfig().loop_guard == 0 and SearchOptions().loop_guard == 0

@@ -98,7 +98,7 @@ def test_load_policy(spec: str, expected: Policy) -> None:
     (Schedule(values=[1, 2]), "schedule:g=[1,2]"),  # a list is stored as a tuple
     (Schedule(values="math:factorial"), "schedule:g=math:factorial"),
     (Confidence(threshold=0.6, k_min=2), "confidence:threshold=0.6,k_min=2"),
-    (LocalAgreement(), "local-agreement:n=2"),
+    (LocalAgreement(), "local-agreement:n=2,chunk=1"),
 ])
 def test_canonical_spec(policy: Policy, spec: str) -> None:
     assert policy.spec() == spec

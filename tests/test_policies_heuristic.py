@@ -101,7 +101,7 @@ def test_local_agreement() -> None:
     assert policy.decide(Observation(2, 0, False, 3)) is R  # words left: re-decode after READ
     assert policy.decide(Observation(2, 5, False, 0)) is R  # none left yet: wait for one
     assert policy.decide(Observation(6, 5, True, 0)) is W  # finished: final decode
-    assert load_policy("local-agreement").spec() == "local-agreement:n=2"
+    assert load_policy("local-agreement").spec() == "local-agreement:n=2,chunk=1"
 
 
 def test_declared_needs_and_modes() -> None:

@@ -12,9 +12,11 @@ from simulmt.policies import (
     DEFAULT_AGREEMENT,
     Action,
     AgreementPolicy,
+    ChunkedPolicy,
     CommitMode,
     Observation,
     Policy,
+    PolicyError,
     Signal,
 )
 from simulmt.policies.heuristic import LocalAgreement
@@ -48,7 +50,7 @@ def step_with(beam: BeamState, log_probs: list[list[float]]) -> StepResult:
         (Scoring.LENGTH_REWARD, -6.0 + 0.5 * 4),
         (Scoring.BOUNDED_LENGTH_REWARD, -6.0 + 0.5 * min(4, 1.2 * 2)),
         (Scoring.LENGTH_NORM, -6.0 / 4),
-        (Scoring.GNMT, -6.0 / ((5 + 4) ** 0.6 / 6**0.6)),
+        (Scoring.GNMT, -6.0 / ((5 + 4) ** 2.0 / 6**2.0)),  # default alpha 2.0
     ],
 )
 def test_scoring_formulas(scoring: Scoring, expected: float) -> None:
@@ -189,3 +191,28 @@ def test_retranslation_agreement_is_the_policys_to_declare() -> None:
         assert run == _committed(LocalAgreement(n=n))
     assert _committed(_RedecodeUndeclared()) == runs[DEFAULT_AGREEMENT]
     assert runs[1] != runs[4]  # the count matters: more agreement, later commits
+
+
+@dataclass(frozen=True)
+class _ChunkedRedecode(_Redecode):
+    """A third-party re-translation policy that reads `chunk` words between re-decodings."""
+
+    chunk: int = 1
+
+
+@pytest.mark.parametrize("every", [1, 2, 3, 5])
+def test_retranslation_re_decodes_once_a_chunk_is_read(every: int) -> None:
+    """A re-translation policy with `chunk` re-decodes after every chunk-th word, never in
+    between: commits before the end carry delays that are multiples of the chunk."""
+    words = "Der Hund läuft heute schnell über die große Straße zum Haus .".split()
+    for policy in (LocalAgreement(n=2, chunk=every), _ChunkedRedecode(agreement=2, chunk=every)):
+        assert isinstance(policy, ChunkedPolicy)
+        s = Session(Engine.tiny(0), policy=policy)
+        ups = [u for word in words for u in s.push(word)] + s.finish()
+        delays = [d for u in ups for d in u.delays]  # "." ends the sentence: its delays are 12
+        early = [d for d in delays if d < len(words)]
+        assert all(d % every == 0 for d in early), delays
+        assert early or every == 5, delays  # the tiny model agrees early enough for 1-3
+    assert _committed(LocalAgreement(n=2, chunk=1)) == _committed(_Redecode(agreement=2))
+    with pytest.raises(PolicyError, match="chunk"):
+        LocalAgreement(chunk=0)

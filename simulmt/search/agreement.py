@@ -2,7 +2,8 @@
 
 After every re-decoding of the source prefix, the search commits the longest prefix that the
 last n hypotheses agree on, cut back to a word boundary (a committed word is never extended).
-n is the policy's to declare (`AgreementPolicy.agreement`; LocalAgreement's `n`).
+n is the policy's to declare (`AgreementPolicy.agreement`; LocalAgreement's `n`), and so is
+how many source words it reads between re-decodings (`ChunkedPolicy.chunk`).
 """
 
 from __future__ import annotations
@@ -10,12 +11,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from simulmt.data.tokenizer import Tokenizer
-from simulmt.policies.base import DEFAULT_AGREEMENT, AgreementPolicy, Policy
+from simulmt.policies.base import DEFAULT_AGREEMENT, AgreementPolicy, ChunkedPolicy, Policy
 
 
 def agreement(policy: Policy) -> int:
     """Consecutive hypotheses that must agree on a prefix before it is committed."""
     return policy.agreement if isinstance(policy, AgreementPolicy) else DEFAULT_AGREEMENT
+
+
+def chunk(policy: Policy) -> int:
+    """Source words a re-translation policy reads between re-decodings (1 unless it says)."""
+    return policy.chunk if isinstance(policy, ChunkedPolicy) else 1
 
 
 def agreed_prefix(history: Sequence[tuple[int, ...]], n: int, tok: Tokenizer) -> int:

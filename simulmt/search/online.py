@@ -27,7 +27,7 @@ import torch
 from simulmt.data.tokenizer import Tokenizer
 from simulmt.model.state import BeamState, StreamState, reorder, truncate
 from simulmt.policies.base import Action, CommitMode, ModelSignals, Observation, Policy, Signal
-from simulmt.search.agreement import agreed_prefix, agreement
+from simulmt.search.agreement import agreed_prefix, agreement, chunk
 from simulmt.search.beam import best_hypothesis, expand, finished
 from simulmt.search.offline import max_target_len
 from simulmt.search.options import SearchOptions, WriteUnit
@@ -316,13 +316,20 @@ class OnlineSearch:
         if st.done:
             return None
         if st.redecode is None:
-            if st.words_read < src.n_words and not self.source_finished(st, src):
-                if st.words_read > 0 and self.policy.decide(self.observe(st, src)) is Action.WRITE:
-                    pass  # the policy may ask to re-decode before reading more
-                else:
+            every = chunk(self.policy)
+            while True:
+                if st.words_read < src.n_words and not self.source_finished(st, src):
+                    if st.words_read > 0 and (
+                        self.policy.decide(self.observe(st, src)) is Action.WRITE
+                    ):
+                        break  # the policy may ask to re-decode before reading more
                     st.words_read += 1
-            elif not self.source_finished(st, src) or st.words_read == 0:
-                return None
+                    if st.words_read % every == 0:
+                        break  # a chunk is read: re-decode
+                elif self.source_finished(st, src) and st.words_read > 0:
+                    break  # the final decode
+                else:
+                    return None  # wait for the rest of the chunk (or any word)
             st.redecode = BeamState.start(list(st.committed))
         return StepRequest(
             st.source, st.redecode, st.source.visible(st.words_read), self._attention
