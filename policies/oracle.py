@@ -17,7 +17,9 @@ Units: the walk decides where the search does (`WriteUnit`). With word writes (t
 i counts reference *words*: a WRITE writes all tokens of word i+1, and the oracle WRITEs iff
 every one of them passes the rule (with GAIN: is ranked < r now, or could not be with the
 whole source either); the state's features are those of the word's first token, the signal
-the search decides on at a word boundary. With token writes every token is a word.
+the search decides on at a word boundary. With `word_end` the first token of word i+2 must
+pass too: the search only commits a word once it picks a token that opens the next one. With
+token writes every token is a word.
 
 Efficiently: the walk goes column by column (j = 1, 2, …) for a batch of pairs at once. For
 each j one teacher-forced decoder pass over the whole reference gives the ranks at every i.
@@ -64,6 +66,11 @@ class OracleConfig:
     rule: OracleRule = OracleRule.GAIN  # reads only where more source helps (see module doc)
     max_positions: int = 1024  # pairs x target positions per decoder pass (x V logits in memory)
     attention: bool = False  # record the cross-attention features too (NetConfig.attention)
+    # word units: a word is WRITE only if the next word's first token passes too. The search
+    # writes a word's tokens until it picks a token that opens a new word; without this a word
+    # whose pieces rank well but whose end the prefix cannot tell ("His" + "ss") is labelled
+    # WRITE after one source word, and the policy learns to start like wait-1.
+    word_end: bool = False
 
     def __post_init__(self) -> None:
         if self.r < 1:
@@ -170,9 +177,12 @@ def walk_column(ok: Sequence[bool], start: int, n_units: int) -> int:
     return i
 
 
-def unit_ok(ok: Sequence[bool], bounds: Sequence[int]) -> list[bool]:
-    """Per-token oracle conditions -> per unit: every token of the unit passes."""
-    return [all(ok[bounds[u]:bounds[u + 1]]) for u in range(len(bounds) - 1)]
+def unit_ok(ok: Sequence[bool], bounds: Sequence[int], *, word_end: bool = False) -> list[bool]:
+    """Per-token oracle conditions -> per unit: every token of the unit passes; with
+    `word_end`, also the first token of the next unit (the look-ahead that ends the word in
+    the search), except after the last unit."""
+    n = len(bounds) - 1
+    return [all(ok[bounds[u]:bounds[u + 1] + int(word_end and u < n - 1)]) for u in range(n)]
 
 
 def within_top(logits: torch.Tensor, gold: torch.Tensor, r: int) -> torch.Tensor:
@@ -228,7 +238,7 @@ def oracle_batch(model: SimulTransformer, pairs: Sequence[OraclePair],
         rows: list[tuple[int, int, int, int, int]] = []  # (batch row, pair, i, token, write)
         for a, k in enumerate(active):
             b, n = bounds[k], len(bounds[k]) - 1
-            units = unit_ok(ok[a], b)
+            units = unit_ok(ok[a], b, word_end=cfg.word_end and bool(pairs[k].tgt_starts))
             if driver is None:
                 end = walk_column(units, pos[k], n)
             else:  # the driver decides at every state the column could reach

@@ -74,6 +74,7 @@ class JobConfig:
     dagger_threshold: float = 0.5  # its P(WRITE) threshold while rolling out
     attention: bool = False  # the states' features include the cross-attention ones
     targets: str = "reference"  # walk the references, or the model's own translations
+    word_end: bool = False  # a WRITE label also needs the next word's first token (oracle)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,6 +115,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state", action=argparse.BooleanOptionalAction, default=True,
                         help="give the network the decoder state (default: yes; --no-state: "
                              "the scalar and attention features only)")
+    parser.add_argument("--word-end", action=argparse.BooleanOptionalAction, default=False,
+                        help="word units: label a word WRITE only if the next word's first "
+                             "token passes the rule too (the search ends a word there), so a "
+                             "word whose end the prefix cannot tell is a READ (default: off)")
     parser.add_argument("--targets", choices=["reference", "model"], default="reference",
                         help="what the oracle walks: the corpus's reference translations "
                              "(default), or the model's own full-sentence greedy translations "
@@ -150,7 +155,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.pairs < 1 or args.dev_pairs < 0 or args.max_len < 2:
         raise ValueError(f"--pairs must be >= 1, --dev-pairs >= 0 and --max-len >= 2 (got "
                          f"{args.pairs}, {args.dev_pairs}, {args.max_len})")
-    oracle_cfg = OracleConfig(r=args.r, rule=OracleRule(args.oracle), attention=args.attention)
+    oracle_cfg = OracleConfig(r=args.r, rule=OracleRule(args.oracle), attention=args.attention,
+                              word_end=args.word_end)
     fit_cfg = FitConfig(epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                         seed=args.seed)
     if args.threads is not None:
@@ -165,7 +171,7 @@ def _run(args: argparse.Namespace) -> int:
                     unit=args.unit,
                     dagger=file_hash(args.dagger) if args.dagger is not None else "",
                     dagger_threshold=args.dagger_threshold, attention=args.attention,
-                    targets=args.targets)
+                    targets=args.targets, word_end=args.word_end)
     resume = _resume_data(args, job)  # checked before the (long) oracle generation
     start = time.perf_counter()
     driver = dagger_driver(args.dagger, job, engine) if args.dagger is not None else None

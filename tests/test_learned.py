@@ -107,6 +107,28 @@ def test_a_word_writes_only_if_all_its_tokens_pass() -> None:
     assert unit_ok(ok, (0, 1, 2, 3, 4, 5)) == ok  # token bounds: every token is a unit
 
 
+def test_word_end_needs_the_next_words_first_token() -> None:
+    """Hand-built: word 0 passes alone, but the token that would end it (word 1's first
+    token) fails, so with word_end word 0 is a READ; the last word has no look-ahead."""
+    ok, bounds = [True, False, True, True], (0, 1, 3, 4)
+    assert unit_ok(ok, bounds) == [True, False, True]
+    assert unit_ok(ok, bounds, word_end=True) == [False, False, True]
+    assert unit_ok([True, True, True, False], (0, 1, 3, 4), word_end=True) == [True, False, False]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.booleans(), min_size=1, max_size=20), st.data())
+def test_word_end_labels_are_the_plain_ones_and_the_look_ahead(ok: list[bool],
+                                                               data: st.DataObject) -> None:
+    cuts = data.draw(st.sets(st.integers(1, len(ok) - 1), max_size=len(ok) - 1)
+                     if len(ok) > 1 else st.just(set()))
+    bounds = (0, *sorted(cuts), len(ok))
+    plain, ended = unit_ok(ok, bounds), unit_ok(ok, bounds, word_end=True)
+    n = len(plain)
+    assert ended == [plain[u] and (u == n - 1 or ok[bounds[u + 1]]) for u in range(n)]
+    assert walk_column(ended, 0, n) <= walk_column(plain, 0, n)  # never writes further
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.booleans(), min_size=1, max_size=20), st.data())
 def test_word_walk_stops_at_the_word_of_the_first_failing_token(ok: list[bool],
