@@ -85,7 +85,8 @@ class LearnedPolicy(BasePolicy):
     needs_note: ClassVar[str] = "+ attention with a checkpoint trained on attention features"
     paper: ClassVar[str] = ("Zheng, Zheng, Ma & Huang 2019, Simpler and Faster Learning of "
                             "Adaptive Policies for Simultaneous Translation, EMNLP "
-                            "(arXiv:1909.01559); word-level oracle and GAIN rule are ours")
+                            "(arXiv:1909.01559); word-level oracle, GAIN and word-end rules "
+                            "are ours")
 
     # 0.5: the net is trained class-balanced, so 0.5 is its unbiased boundary; sweep it
     threshold: float = field(default=0.5, metadata={

@@ -19,12 +19,14 @@ M=simulmt/models/de-en
 mkdir -p cache docs
 NAME=${NAME:-simulmt-$(basename "$(realpath "$RUN")")}
 $BIN/simulmt export --run "$RUN" --out $M --average "${AVERAGE:-2}" --name "$NAME"
-# the learned policy: word-level oracle (4000 pairs), then one DAgger round of that policy
-# on 2000 pairs (README, "Adaptive policies at word level")
+# the learned policy: word-level oracle on the model's own full-sentence translations (top-1,
+# a word only once the next one's first token is predicted too; 4000 pairs), then one DAgger
+# round of that policy on 2000 pairs (README, "Adaptive policies")
+ORACLE=(--targets model --oracle top-r --r 1 --word-end)
 $BIN/simulmt train-policy --model $M --data "$CORPUS" --out cache/policy-round0.pt \
-  --dev-pairs 500 --threads 1
+  --dev-pairs 500 --threads 1 "${ORACLE[@]}"
 $BIN/simulmt train-policy --model $M --data "$CORPUS" --out $M/policy.pt --pairs 2000 \
-  --dev-pairs 500 --dagger cache/policy-round0.pt --threads 1
+  --dev-pairs 500 --dagger cache/policy-round0.pt --threads 1 "${ORACLE[@]}"
 # every other policy, word level with token-level wait-k beside it, both test sets, the plots
 # (EVAL_FLAGS: extra `simulmt eval` options, as evaluate-model.sh takes them)
 scripts/evaluate-model.sh $M "$EVAL_CORPUS"
