@@ -116,13 +116,20 @@ def test_word_end_needs_the_next_words_first_token() -> None:
     assert unit_ok([True, True, True, False], (0, 1, 3, 4), word_end=True) == [True, False, False]
 
 
+@st.composite
+def tokens_in_words(draw: st.DrawFn) -> tuple[list[bool], tuple[int, ...]]:
+    """Per-token oracle conditions and word bounds (0, first tokens of words 1.., len)."""
+    ok = draw(st.lists(st.booleans(), min_size=1, max_size=20))
+    cuts = draw(st.sets(st.integers(1, len(ok) - 1), max_size=len(ok) - 1)
+                if len(ok) > 1 else st.just(set()))
+    return ok, (0, *sorted(cuts), len(ok))
+
+
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.booleans(), min_size=1, max_size=20), st.data())
-def test_word_end_labels_are_the_plain_ones_and_the_look_ahead(ok: list[bool],
-                                                               data: st.DataObject) -> None:
-    cuts = data.draw(st.sets(st.integers(1, len(ok) - 1), max_size=len(ok) - 1)
-                     if len(ok) > 1 else st.just(set()))
-    bounds = (0, *sorted(cuts), len(ok))
+@given(tokens_in_words())
+def test_word_end_labels_are_the_plain_ones_and_the_look_ahead(
+        case: tuple[list[bool], tuple[int, ...]]) -> None:
+    ok, bounds = case
     plain, ended = unit_ok(ok, bounds), unit_ok(ok, bounds, word_end=True)
     n = len(plain)
     assert ended == [plain[u] and (u == n - 1 or ok[bounds[u + 1]]) for u in range(n)]
@@ -130,12 +137,10 @@ def test_word_end_labels_are_the_plain_ones_and_the_look_ahead(ok: list[bool],
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.booleans(), min_size=1, max_size=20), st.data())
-def test_word_walk_stops_at_the_word_of_the_first_failing_token(ok: list[bool],
-                                                                data: st.DataObject) -> None:
-    cuts = data.draw(st.sets(st.integers(1, len(ok) - 1), max_size=len(ok) - 1)
-                     if len(ok) > 1 else st.just(set()))
-    bounds = (0, *sorted(cuts), len(ok))
+@given(tokens_in_words())
+def test_word_walk_stops_at_the_word_of_the_first_failing_token(
+        case: tuple[list[bool], tuple[int, ...]]) -> None:
+    ok, bounds = case
     words = unit_ok(ok, bounds)
     assert words == [all(ok[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
     end, token_end = walk_column(words, 0, len(words)), walk_column(ok, 0, len(ok))
