@@ -89,14 +89,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dev-pairs", type=int, default=300, help="dev pairs (default 300)")
     parser.add_argument("--max-len", type=int, default=100,
                         help="skip pairs with a side longer than this many tokens (default 100)")
-    parser.add_argument("--r", type=int, default=OracleConfig.r,
-                        help=f"oracle rank bound: WRITE if the reference token is in the "
-                             f"model's top r (default {OracleConfig.r})")
+    # the CLI defaults are the shipped policy's recipe (README, "Adaptive policies"); the
+    # OracleConfig defaults are Zheng et al.'s rule on the references
+    parser.add_argument("--r", type=int, default=1,
+                        help="oracle rank bound: WRITE if the target token is in the model's "
+                             "top r (default 1)")
     parser.add_argument("--oracle", choices=[r.value for r in OracleRule],
-                        default=OracleConfig.rule.value,
-                        help="oracle rule: top-r (Zheng et al. 2019) or gain (READ only where "
-                             f"the whole source would bring the token into the top r; default "
-                             f"{OracleConfig.rule.value})")
+                        default=OracleRule.TOP_R.value,
+                        help="oracle rule: top-r (Zheng et al. 2019; default) or gain (READ "
+                             "only where the whole source would bring the token into the top r)")
     parser.add_argument("--unit", choices=[u.value for u in WriteUnit],
                         default=WriteUnit.WORD.value,
                         help="decision points of the oracle: per target word, as the search "
@@ -115,15 +116,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state", action=argparse.BooleanOptionalAction, default=True,
                         help="give the network the decoder state (default: yes; --no-state: "
                              "the scalar and attention features only)")
-    parser.add_argument("--word-end", action=argparse.BooleanOptionalAction, default=False,
+    parser.add_argument("--word-end", action=argparse.BooleanOptionalAction, default=True,
                         help="word units: label a word WRITE only if the next word's first "
                              "token passes the rule too (the search ends a word there), so a "
-                             "word whose end the prefix cannot tell is a READ (default: off)")
-    parser.add_argument("--targets", choices=["reference", "model"], default="reference",
-                        help="what the oracle walks: the corpus's reference translations "
-                             "(default), or the model's own full-sentence greedy translations "
-                             "(with --r 1: WRITE once the prefix predicts what the whole "
-                             "sentence would)")
+                             "word whose end the prefix cannot tell is a READ (default: on)")
+    parser.add_argument("--targets", choices=["reference", "model"], default="model",
+                        help="what the oracle walks: the model's own full-sentence greedy "
+                             "translations (default; with --r 1: WRITE once the prefix predicts "
+                             "what the whole sentence would), or the corpus's references")
     parser.add_argument("--epochs", type=int, default=FitConfig.epochs,
                         help=f"passes over the oracle states (default {FitConfig.epochs})")
     parser.add_argument("--batch-size", type=int, default=FitConfig.batch_size,
