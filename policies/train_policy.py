@@ -77,6 +77,13 @@ class JobConfig:
     word_end: bool = False  # a WRITE label also needs the next word's first token (oracle)
 
 
+# The shipped policy's oracle, the CLI's defaults (README, "Adaptive policies"): the model's own
+# translations, top-1, with the word-end look-ahead. OracleConfig's own defaults are Zheng et
+# al.'s rule on the references, as earlier releases trained.
+RECIPE = OracleConfig(r=1, rule=OracleRule.TOP_R, word_end=True)
+RECIPE_TARGETS = "model"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", type=Path, default=None,
                         help="model folder or model.pt (default: the bundled de-en model)")
@@ -89,13 +96,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dev-pairs", type=int, default=300, help="dev pairs (default 300)")
     parser.add_argument("--max-len", type=int, default=100,
                         help="skip pairs with a side longer than this many tokens (default 100)")
-    # the CLI defaults are the shipped policy's recipe (README, "Adaptive policies"); the
-    # OracleConfig defaults are Zheng et al.'s rule on the references
-    parser.add_argument("--r", type=int, default=1,
+    parser.add_argument("--r", type=int, default=RECIPE.r,
                         help="oracle rank bound: WRITE if the target token is in the model's "
-                             "top r (default 1)")
+                             f"top r (default {RECIPE.r})")
     parser.add_argument("--oracle", choices=[r.value for r in OracleRule],
-                        default=OracleRule.TOP_R.value,
+                        default=RECIPE.rule.value,
                         help="oracle rule: top-r (Zheng et al. 2019; default) or gain (READ "
                              "only where the whole source would bring the token into the top r)")
     parser.add_argument("--unit", choices=[u.value for u in WriteUnit],
@@ -116,11 +121,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state", action=argparse.BooleanOptionalAction, default=True,
                         help="give the network the decoder state (default: yes; --no-state: "
                              "the scalar and attention features only)")
-    parser.add_argument("--word-end", action=argparse.BooleanOptionalAction, default=True,
+    parser.add_argument("--word-end", action=argparse.BooleanOptionalAction,
+                        default=RECIPE.word_end,
                         help="word units: label a word WRITE only if the next word's first "
                              "token passes the rule too (the search ends a word there), so a "
                              "word whose end the prefix cannot tell is a READ (default: on)")
-    parser.add_argument("--targets", choices=["reference", "model"], default="model",
+    parser.add_argument("--targets", choices=["reference", "model"], default=RECIPE_TARGETS,
                         help="what the oracle walks: the model's own full-sentence greedy "
                              "translations (default; with --r 1: WRITE once the prefix predicts "
                              "what the whole sentence would), or the corpus's references")

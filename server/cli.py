@@ -32,8 +32,7 @@ logger = logging.getLogger(__name__)
 # server in a test decides exactly as a Session alone). int8: p95 added delay at 100 sessions
 # 86 -> 39 ms for the bundled model, BLEU within 0.18 on test and newstest2015; the loop
 # guard: looping outputs on newstest2015 8.7% -> 0.2% (bench/RESULTS.md, README).
-LIVE_DTYPE = "int8"
-LIVE_LOOP_GUARD = CLI_LOOP_GUARD
+LIVE_DTYPE = "int8"  # the loop guard: CLI_LOOP_GUARD, as every command line runs it
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -113,10 +112,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--loop-guard",
         type=int,
-        default=LIVE_LOOP_GUARD,
+        default=CLI_LOOP_GUARD,
         metavar="N",
         help="ban the token that would repeat a cycle of up to N tokens a third time in a row, "
-        f"in every session (default {LIVE_LOOP_GUARD}; 0: off)",
+        f"in every session (default {CLI_LOOP_GUARD}; 0: off)",
     )
     parser.add_argument(
         "--steps-per-turn",
@@ -182,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
             args.dtype,
             args.loop_guard or "off",
             LIVE_DTYPE,
-            LIVE_LOOP_GUARD,
+            CLI_LOOP_GUARD,
         )
     # The model worker thread runs hundreds of small torch ops per step, each releasing and
     # re-taking the GIL; with the default 5 ms switch interval a busy event loop makes it wait
