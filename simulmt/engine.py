@@ -7,18 +7,17 @@ import functools
 import logging
 import tempfile
 import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 import torch
-from torch import nn
 
 from simulmt.data.tokenizer import Tokenizer, train_tokenizer
 from simulmt.model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
 from simulmt.model.config import ModelConfig
+from simulmt.model.int8 import quantize_linears
 from simulmt.model.layers import append_kv, pack_kv, stack_kv, unstack_kv
 from simulmt.model.pool import KVPool, PoolShape
 from simulmt.model.state import SourceState
@@ -90,8 +89,9 @@ class Engine:
         `dtype` "bfloat16" runs inference in bfloat16 (weights, activations and caches): on CPUs
         with AMX/AVX512-BF16 batched steps are several times faster; outputs can differ from
         float32 in rare near-ties (bench/RESULTS.md has the measured BLEU difference). "int8"
-        quantizes the weights of every linear layer to int8 (PyTorch dynamic quantization:
-        activations are quantized per step, caches stay float32)."""
+        quantizes the weights of every linear layer to int8 per output channel and their inputs
+        per row (simulmt.model.int8: a stream's output does not depend on what it is batched
+        with); caches stay float32."""
         folder = Path(model_dir) if model_dir is not None else default_model_dir()
         ckpt = folder / MODEL_FILE if folder.is_dir() else folder
         if not ckpt.exists():
@@ -254,14 +254,9 @@ def for_inference(model: SimulTransformer, name: str) -> SimulTransformer:
     """`model` in precision `name` (see `Engine.load`); int8 returns a quantized copy."""
     model = model.to(inference_dtype(name))
     if name == "int8":
-        # torch.ao's eager dynamic quantization still works in torch 2.13 but warns that it
-        # moves to torchao (not a dependency of ours); tests pin that it keeps working
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r"torch\.quantize_per_tensor")
-            warnings.filterwarnings("ignore", message=r"torch\.ao\.quantization is deprecated")
-            quantized = torch.ao.quantization.quantize_dynamic(
-                model, {nn.Linear}, dtype=torch.qint8
-            )
+        # per-row activation scales (simulmt.model.int8), not torch.ao's dynamic quantization:
+        # its one scale per batch tensor made a stream's output depend on the other streams
+        quantized = quantize_linears(model)
         assert isinstance(quantized, SimulTransformer)
         return quantized
     return model

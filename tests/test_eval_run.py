@@ -19,6 +19,7 @@ from simulmt.eval.runner import RunConfig, simulate
 from simulmt.data.tokenizer import EOS_ID
 from simulmt.engine import Engine
 from simulmt.model.checkpoint import save_checkpoint
+from simulmt.model.int8 import Int8Linear
 from simulmt.search.options import WriteUnit
 
 SOURCES = ["Ich habe heute ein Buch gelesen", "Der Hund läuft .", "a b . c d e"]
@@ -220,8 +221,8 @@ def test_int8_engine_quantizes_every_linear_layer(files: Path) -> None:
     assert engine.model.dtype is torch.float32  # activations and caches
     assert engine.info.parameters == fp32_engine.info.parameters  # counted before quantizing
     linears = [m for m in engine.model.modules() if isinstance(m, torch.nn.Linear)]
-    quantized = [m for m in engine.model.modules() if type(m).__name__ == "Linear"]
-    assert not linears and quantized  # dynamic-quantized Linear is not an nn.Linear
+    quantized = [m for m in engine.model.modules() if isinstance(m, Int8Linear)]
+    assert not linears and quantized and all(m.weight.dtype is torch.int8 for m in quantized)
     sim = simulate(engine, "wait-k:k=2", SOURCES, REFERENCES, config=RunConfig(batch_size=3))
     fp32 = simulate(fp32_engine, "wait-k:k=2", SOURCES, REFERENCES)
     assert [s.prediction for s in sim.stats] == [s.prediction for s in fp32.stats]

@@ -1,0 +1,92 @@
+"""int8 inference: per-row activation quantization (simulmt.model.int8)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from simulmt.eval.runner import RunConfig, simulate
+from torch import nn
+
+from simulmt.engine import Engine, for_inference
+from simulmt.model.int8 import Int8Linear, quantize_linears
+
+
+def _linear(seed: int, d_in: int, d_out: int, *, bias: bool = True) -> nn.Linear:
+    torch.manual_seed(seed)
+    return nn.Linear(d_in, d_out, bias=bias)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    d_in=st.integers(1, 48),
+    d_out=st.integers(1, 48),
+    rows=st.integers(1, 12),
+    row=st.data(),
+    bias=st.booleans(),
+)
+def test_a_row_gives_the_same_output_alone_and_in_any_batch(
+    seed: int, d_in: int, d_out: int, rows: int, row: st.DataObject, bias: bool
+) -> None:
+    """The property torch.ao's dynamic quantization lacks: its one activation scale per tensor
+    made a row's output depend on the other rows (other streams in a batched step)."""
+    layer = Int8Linear.from_float(_linear(seed, d_in, d_out, bias=bias))
+    g = torch.Generator().manual_seed(seed)
+    # rows of very different magnitudes, as streams at different points of their sentences
+    batch = torch.randn(rows, d_in, generator=g) * torch.logspace(-2, 2, rows).unsqueeze(1)
+    i = row.draw(st.integers(0, rows - 1))
+    assert torch.equal(layer(batch)[i], layer(batch[i : i + 1])[0])
+
+
+def test_int8_linear_is_close_to_float() -> None:
+    """Per-row activation and per-channel weight scales: the error stays within the rounding
+    of both (half a step each), far below the outputs' own size."""
+    lin = _linear(0, 64, 32)
+    layer = Int8Linear.from_float(lin)
+    x = torch.randn(5, 3, 64)  # (B, T, in): any leading shape
+    with torch.no_grad():
+        want = lin(x)
+    got = layer(x)
+    assert got.shape == want.shape == (5, 3, 32)
+    # |error| <= sum_k |x_k w_k| * (1/254 + 1/254) + second-order terms
+    bound = (x.abs() @ lin.weight.detach().abs().t()) * (2 / 254) * 1.01 + 1e-6
+    assert bool(((got - want).abs() <= bound).all())
+    assert torch.equal(layer(torch.zeros(2, 64))[0], lin.bias.detach())  # zero rows: bias only
+    assert layer(torch.zeros(0, 64)).shape == (0, 32)  # an empty batch
+
+
+def test_quantize_linears_replaces_every_linear_and_leaves_the_original() -> None:
+    model = nn.Sequential(_linear(1, 8, 16), nn.ReLU(), nn.Sequential(_linear(2, 16, 4)))
+    quantized = quantize_linears(model)
+    assert not any(isinstance(m, nn.Linear) for m in quantized.modules())
+    assert sum(isinstance(m, Int8Linear) for m in quantized.modules()) == 2
+    assert sum(isinstance(m, nn.Linear) for m in model.modules()) == 2  # untouched
+    assert all(m.weight.dtype is torch.int8 for m in quantized.modules()
+               if isinstance(m, Int8Linear))
+
+
+def test_int8_weight_must_be_int8() -> None:
+    with pytest.raises(ValueError, match="weight must be a 2-D int8 tensor, got torch.float32"):
+        Int8Linear(torch.zeros(2, 3), torch.ones(2), None)
+
+
+def test_int8_engine_translates_a_sentence_alike_alone_and_batched() -> None:
+    """End to end: an evaluation of sentences of different lengths, one at a time and all in
+    one batch, gives the same outputs with int8 weights (with torch.ao's dynamic quantization
+    they differed, as a stream served alone differed from one served beside others)."""
+    tiny = Engine.tiny(seed=0)
+    int8 = Engine(for_inference(tiny.model, "int8"), tiny.tokenizer, tiny.info)
+    lines = [
+        "Ich habe heute ein Buch gelesen .",
+        "Der Hund läuft schnell über die Straße .",
+        "Wir müssen morgen früh nach Berlin fahren .",
+        "Das Wetter ist heute sehr schön .",
+        "Kannst du mir bitte das Wasser geben ?",
+    ]
+    refs = ["x"] * len(lines)
+    for policy in ("wait-k:k=1", "full"):
+        alone = simulate(int8, policy, lines, refs, config=RunConfig(batch_size=1))
+        together = simulate(int8, policy, lines, refs, config=RunConfig(batch_size=5))
+        assert [s.prediction for s in alone.stats] == [s.prediction for s in together.stats]
