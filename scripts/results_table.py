@@ -1,11 +1,14 @@
 """Markdown tables for README/model card from `simulmt eval --json` output files.
 
 python scripts/results_table.py docs/results-*.jsonl
-python scripts/results_table.py --runs results   # matched-AL table with paired bootstrap p-values
+python scripts/results_table.py --runs results [results-beam5 …]  # matched-AL table, p-values
 
-`--runs DIR` reads the run folders of `simulmt eval --output DIR` (one per policy), takes the
-greedy wait-k runs as the baseline curve, and compares every other greedy run with wait-k
-interpolated at its AL (simulmt.eval.matched: paired bootstrap, 1000 resamples).
+`--runs DIR…` reads the run folders of `simulmt eval --output DIR` (one per policy; one DIR per
+beam size, since a folder is named after its policy), takes the greedy wait-k runs as the
+baseline curve, and compares every other run, of any beam size, with wait-k interpolated at its
+AL (simulmt.eval.matched: paired bootstrap, 1000 resamples). A run with beam B > 1 is named
+`policy beam B`; wait-k runs with a beam are compared too, which shows whether the beam alone
+would lift the baseline.
 """
 
 from __future__ import annotations
@@ -83,28 +86,34 @@ def matched_al(rows: list[dict], window: float = 0.3) -> None:  # type: ignore[t
               f"| {near_delta} |")
 
 
-def significance(root: Path, samples: int = 1000) -> None:
-    """Matched-AL comparison of every greedy adaptive run in `root` against greedy wait-k."""
+def significance(roots: list[Path], samples: int = 1000) -> None:
+    """Matched-AL comparison of every run in `roots` (adaptive policies at any beam size, and
+    wait-k with a beam) against greedy wait-k."""
     from simulmt.eval.instances import read_instances, read_scores
     from simulmt.eval.matched import Curve, compare_at_matched_al
     from simulmt.eval.quality import segment_statistics
 
     runs, laal, bleu, signatures, units = [], {}, {}, set(), set()
-    for d in sorted(p for p in root.iterdir() if (p / "scores.json").is_file()):
+    folders = sorted(p for root in roots for p in root.iterdir() if (p / "scores.json").is_file())
+    for d in folders:
         scores = read_scores(d)
-        if scores.get("beam", 1) != 1:
-            continue
+        beam = int(scores.get("beam", 1))
         sents = sorted(read_instances(d / "instances.log"), key=lambda s: s.index)
         stats = segment_statistics([s.prediction for s in sents], [s.reference for s in sents])
-        name = str(scores.get("policy", d.name))
+        name = str(scores.get("policy", d.name)) + (f" beam {beam}" if beam > 1 else "")
+        if name in laal:
+            raise SystemExit(f"{d}: a second run of `{name}` (one folder per beam size)")
         runs.append(Curve(name, float(scores["al"]), stats))
         laal[name], bleu[name] = fmt(scores.get("laal")), fmt(scores.get("bleu"))
         signatures.add(scores.get("bleu_signature", "?"))
         units.add(scores.get("unit", "token"))  # runs before word writes were token-level
     if len(units) > 1:  # AL in words and in tokens are not comparable
-        raise SystemExit(f"{root}: runs of different write units {sorted(units)}")
-    waitk = sorted((c for c in runs if c.name.startswith("wait-k:")), key=lambda c: c.al)
-    others = [c for c in runs if c.name.split(":")[0] not in ("wait-k", "full")]
+        where = ", ".join(str(r) for r in roots)
+        raise SystemExit(f"{where}: runs of different write units {sorted(units)}")
+    greedy_waitk = [c for c in runs if c.name.startswith("wait-k:") and " beam " not in c.name]
+    waitk = sorted(greedy_waitk, key=lambda c: c.al)
+    baseline = {c.name for c in greedy_waitk}
+    others = [c for c in runs if c.name not in baseline and not c.name.startswith("full")]
     print("| wait-k | AL | LAAL | BLEU |")
     print("|---|---:|---:|---:|")
     for c in waitk:
@@ -124,11 +133,12 @@ def significance(root: Path, samples: int = 1000) -> None:
               f"(`{cmp.lower}`–`{cmp.upper}`) | {cmp.delta:+.2f} | {cmp.p_value:.3f} |")
     print()
     print(f"BLEU signature: `{' / '.join(sorted(signatures))}`; AL and LAAL in source words "
-          f"({' / '.join(sorted(units))}-level writes); greedy; p one-sided, {samples} resamples")
+          f"({' / '.join(sorted(units))}-level writes); greedy unless a beam is named (wait-k "
+          f"always greedy); p one-sided, {samples} resamples")
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--runs"] and len(sys.argv) == 3:
-        significance(Path(sys.argv[2]))
+    if sys.argv[1:2] == ["--runs"] and len(sys.argv) >= 3:
+        significance([Path(a) for a in sys.argv[2:]])
     else:
         main(sys.argv[1:])
