@@ -93,7 +93,7 @@ def significance(roots: list[Path], samples: int = 1000) -> None:
     from simulmt.eval.matched import Curve, compare_at_matched_al
     from simulmt.eval.quality import segment_statistics
 
-    runs, laal, bleu, signatures, units = [], {}, {}, set(), set()
+    runs, laal, bleu, beams, signatures, units = [], {}, {}, {}, set(), set()
     folders = sorted(p for root in roots for p in root.iterdir() if (p / "scores.json").is_file())
     for d in folders:
         scores = read_scores(d)
@@ -104,15 +104,16 @@ def significance(roots: list[Path], samples: int = 1000) -> None:
         if name in laal:
             raise SystemExit(f"{d}: a second run of `{name}` (one folder per beam size)")
         runs.append(Curve(name, float(scores["al"]), stats))
+        beams[name] = beam
         laal[name], bleu[name] = fmt(scores.get("laal")), fmt(scores.get("bleu"))
         signatures.add(scores.get("bleu_signature", "?"))
         units.add(scores.get("unit", "token"))  # runs before word writes were token-level
     if len(units) > 1:  # AL in words and in tokens are not comparable
         where = ", ".join(str(r) for r in roots)
         raise SystemExit(f"{where}: runs of different write units {sorted(units)}")
-    greedy_waitk = [c for c in runs if c.name.startswith("wait-k:") and " beam " not in c.name]
-    waitk = sorted(greedy_waitk, key=lambda c: c.al)
-    baseline = {c.name for c in greedy_waitk}
+    waitk = sorted((c for c in runs if c.name.startswith("wait-k:") and beams[c.name] == 1),
+                   key=lambda c: c.al)
+    baseline = {c.name for c in waitk}
     others = [c for c in runs if c.name not in baseline and not c.name.startswith("full")]
     print("| wait-k | AL | LAAL | BLEU |")
     print("|---|---:|---:|---:|")

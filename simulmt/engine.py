@@ -256,9 +256,7 @@ def for_inference(model: SimulTransformer, name: str) -> SimulTransformer:
     if name == "int8":
         # per-row activation scales (simulmt.model.int8), not torch.ao's dynamic quantization:
         # its one scale per batch tensor made a stream's output depend on the other streams
-        quantized = quantize_linears(model)
-        assert isinstance(quantized, SimulTransformer)
-        return quantized
+        return quantize_linears(model)
     return model
 
 

@@ -14,11 +14,14 @@ than one scale per tensor.
 from __future__ import annotations
 
 import copy
+from typing import TypeVar
 
 import torch
 from torch import nn
 
 __all__ = ["Int8Linear", "quantize_linears"]
+
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
 QMAX = 127  # symmetric int8: -127..127 (-128 unused, so negation cannot overflow)
 EPS = 1e-12  # an all-zero row keeps a positive scale
@@ -70,7 +73,7 @@ class Int8Linear(nn.Module):
                 f"bias={self.bias is not None}")
 
 
-def quantize_linears(model: nn.Module) -> nn.Module:
+def quantize_linears(model: ModuleT) -> ModuleT:
     """A copy of `model` with every `nn.Linear` replaced by an `Int8Linear` (the original is
     left as it is; tied weights are quantized once per layer that uses them)."""
     model = copy.deepcopy(model)

@@ -111,7 +111,7 @@ class FeedForward(nn.Module):
         if self.training:
             return self.net(x)  # (B, T, D)
         # inference: no Sequential/Dropout dispatch; the linears stay modules so that int8
-        # int8 inference can replace them (module calls measured as fast as F.linear)
+        # inference can replace them (module calls measured as fast as F.linear)
         up: nn.Linear = self.net[0]  # type: ignore[assignment]
         down: nn.Linear = self.net[3]  # type: ignore[assignment]
         return down(F.relu(up(x)))
