@@ -78,7 +78,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=CLI_LOOP_GUARD,
         metavar="N",
-        help="ban the token that would repeat a cycle of up to N tokens a third time in a row "
+        help="ban the token that would repeat a cycle of up to N tokens a third time in a row, "
+        "and a second sentence stop right after one ('..') "
         f"(degenerate loops on unfamiliar input; default {CLI_LOOP_GUARD}; 0: off)",
     )
     a("--model", type=Path, default=None, help="model folder (default: the bundled model)")

@@ -115,6 +115,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=CLI_LOOP_GUARD,
         metavar="N",
         help="ban the token that would repeat a cycle of up to N tokens a third time in a row, "
+        "and a second sentence stop right after one ('..'), "
         f"in every session (default {CLI_LOOP_GUARD}; 0: off)",
     )
     parser.add_argument(

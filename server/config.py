@@ -52,7 +52,7 @@ class ServerConfig:
     default_policy: str = "wait-k:k=3"  # used when `start` names no policy
     max_beam: int = 8  # beam cost grows linearly; 8 is plenty for captions
     # the search's loop guard for every session (simulmt.search.loops; 0 = off): bans the token that
-    # would repeat a cycle of up to this many tokens a third time in a row
+    # would repeat a cycle of up to this many tokens a third time in a row, and a double stop
     loop_guard: int = 0
     # a connection that drops (1006, 1001) leaves its session parked this long for a resume:
     # Wi-Fi hand-overs and proxy restarts take seconds, a closed laptop lid takes longer

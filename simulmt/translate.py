@@ -42,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=CLI_LOOP_GUARD,
         metavar="N",
-        help="ban the token that would repeat a cycle of up to N tokens a third time "
+        help="ban the token that would repeat a cycle of up to N tokens a third time, and a "
+        "second sentence stop right after one "
         f"(default {CLI_LOOP_GUARD}; 0: off)",
     )
     parser.add_argument(

@@ -10,6 +10,7 @@ from simulmt.eval.loops import loops
 
 from simulmt.engine import Engine
 from simulmt.search.loops import beam_bans, cycle_bans
+from simulmt.search.online import stop_pieces
 from simulmt.search.options import SearchOptions
 from simulmt.session import Session
 
@@ -50,6 +51,57 @@ def test_beam_bans_skip_bos_and_look_per_row() -> None:
     tokens = torch.tensor([[1, 4, 4], [1, 4, 5]])  # BOS=1, then the written tokens
     assert beam_bans(tokens, max_cycle=2) == [(0, 4)]
     assert beam_bans(torch.tensor([[4, 4]]), max_cycle=2) == []  # BOS never counts
+
+
+def test_after_a_stop_every_stop_is_banned() -> None:
+    stops = frozenset({7, 8})  # ".", "?" say
+    tokens = torch.tensor([[1, 4, 7], [1, 7, 4], [1, 4, 4]])  # BOS=1, then the written tokens
+    assert beam_bans(tokens, max_cycle=2, stops=stops) == [(0, 7), (0, 8), (2, 4)]
+    assert beam_bans(tokens, max_cycle=2) == [(2, 4)]  # no stops given: the cycle rule only
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 3), max_size=40), st.integers(1, 5))
+def test_writing_only_unbanned_tokens_never_puts_two_stops_together(start: list[int],
+                                                                     n: int) -> None:
+    stops = frozenset({0, 1})
+    tokens: list[int] = []
+    for tok in start:
+        banned = {b for _, b in beam_bans(torch.tensor([[9, *tokens]]), max_cycle=n, stops=stops)}
+        if tok in banned:
+            tok = min(set(range(8)) - banned)
+        tokens.append(tok)
+    assert not any(a in stops and b in stops for a, b in zip(tokens, tokens[1:], strict=False))
+    assert not third_copy(tokens, n)
+
+
+class _Favour(torch.nn.Module):
+    """An output layer that adds `boost` to one token's logit: a model that wants that token."""
+
+    def __init__(self, inner: torch.nn.Module, token: int, boost: float) -> None:
+        super().__init__()
+        self.inner, self.token, self.boost = inner, token, boost
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        out = self.inner(h).clone()  # (..., V)
+        out[..., self.token] += self.boost
+        return out
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_a_model_that_wants_to_stop_early_writes_no_double_stop_with_the_guard(beam: int) -> None:
+    """When its sentence is complete but the source goes on, a model may not write EOS and
+    writes "Tokyo.." instead; the guard leaves one stop and makes it go on with words."""
+    engine = Engine.tiny(seed=0)
+    dot = next(i for i in stop_pieces(engine.tokenizer) if engine.tokenizer.piece(i) == ".")
+    engine.model.out_proj = _Favour(engine.model.out_proj, dot, 8.0)  # type: ignore[assignment]
+    text = "der Hund sieht die Katze und die Katze sieht den Hund am Morgen ."
+    outputs = {}
+    for guard in (0, 8):
+        s = Session(engine, policy="wait-k:k=2", options=SearchOptions(beam=beam, loop_guard=guard))
+        outputs[guard] = [u for u in s.push(text) + s.flush() if u.final][0].text
+    assert ".." in outputs[0]  # else this test would show nothing
+    assert outputs[8] and ".." not in outputs[8] and "." in outputs[8]
 
 
 def test_option_is_validated() -> None:

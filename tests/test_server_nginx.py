@@ -57,13 +57,23 @@ async def spawn_workers(port: int) -> tuple[asyncio.subprocess.Process, dict[int
     )  # fmt: skip
     assert proc.stdout is not None
     instances: dict[int, str] = {}
-    async with asyncio.timeout(180):
-        while len(instances) < 2:
-            line = (await proc.stdout.readline()).decode()
-            if not line:
-                raise AssertionError(f"simulmt serve exited ({await proc.wait()}) before serving")
-            if match := SERVING.search(line):
-                instances[int(match.group(2))] = match.group(3)
+    seen: list[str] = []
+    try:
+        async with asyncio.timeout(180):
+            while len(instances) < 2:
+                line = (await proc.stdout.readline()).decode()
+                if not line:
+                    raise AssertionError(f"simulmt serve exited ({await proc.wait()}) before "
+                                         f"serving; it printed {seen}")
+                seen.append(line.rstrip())
+                if match := SERVING.search(line):
+                    instances[int(match.group(2))] = match.group(3)
+    except TimeoutError:
+        raise AssertionError(f"both workers did not report serving in 180 s: {seen}") from None
+    finally:
+        if len(instances) < 2:  # no test owns the processes yet: stop them, not leak them
+            proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(proc.wait(), timeout=30)
     return proc, instances
 
 

@@ -46,12 +46,15 @@ def expand(
     max_len: int,
     src_len: int,
     forbid: torch.Tensor | None = None,
+    stops: frozenset[int] = frozenset(),
 ) -> None:
     """Extend every hypothesis by one token: keep the best `opts.beam` non-EOS candidates
     (after threshold pruning); EOS candidates become complete hypotheses. `forbid` (V,) bool
     masks tokens that may not come next; `opts.loop_guard` bans, per hypothesis, the token that
-    would repeat a short cycle a third time in a row (simulmt.search.loops)."""
-    bans = beam_bans(beam.tokens, max_cycle=opts.loop_guard) if opts.loop_guard else []
+    would repeat a short cycle a third time in a row and, after one of the `stops` pieces
+    (sentence stops), another (simulmt.search.loops)."""
+    bans = (beam_bans(beam.tokens, max_cycle=opts.loop_guard, stops=stops)
+            if opts.loop_guard else [])
     if (
         opts.beam == 1
         and beam.size == 1

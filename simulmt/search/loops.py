@@ -6,6 +6,11 @@ the third copy ever more likely. The guard bans the one token that would open th
 (of any cycle up to `max_cycle` tokens long), so the search takes its next-best continuation
 instead; a cycle written only twice ("very very") stays allowed. It is an option
 (`SearchOptions.loop_guard`) because it changes outputs; eval/loops.py measures its effect.
+
+The guard also bans a second sentence stop right after one (`stops`: the pieces ".", "?", "!"),
+the loop the model falls into when its sentence is complete but the source goes on: EOS may not
+come before the source ends, so it writes "Tokyo.." (in 211 of 10,575 words of an unpunctuated
+newstest2015 stream). The cycle rule alone allows two copies, and "..." is banned by it anyway.
 """
 
 from __future__ import annotations
@@ -34,10 +39,18 @@ def cycle_bans(tokens: Sequence[int], *, max_cycle: int, repeats: int = REPEATS)
     return bans
 
 
-def beam_bans(tokens: torch.Tensor, *, max_cycle: int) -> list[tuple[int, int]]:
-    """(row, token) pairs banned for the next step of each hypothesis of a beam.
+def beam_bans(
+    tokens: torch.Tensor, *, max_cycle: int, stops: frozenset[int] = frozenset()
+) -> list[tuple[int, int]]:
+    """(row, token) pairs banned for the next step of each hypothesis of a beam: the cycle
+    bans, and every stop piece after a hypothesis that ends in one.
     tokens (Bm, 1 + T): BOS then the written tokens."""
     span = (REPEATS - 1) * max_cycle
     tails = tokens[:, 1:][:, -span:].tolist()  # (Bm, <= span): the cycles fit in this tail
-    return [(row, tok) for row, tail in enumerate(tails)
-            for tok in sorted(cycle_bans(tail, max_cycle=max_cycle))]
+    bans: list[tuple[int, int]] = []
+    for row, tail in enumerate(tails):
+        banned = cycle_bans(tail, max_cycle=max_cycle)
+        if tail and tail[-1] in stops:
+            banned |= stops
+        bans.extend((row, tok) for tok in sorted(banned))
+    return bans

@@ -294,7 +294,7 @@ class OnlineSearch:
         forbid = self._forbid(st)
         expand(
             st.beam, res, self.opts, allow_eos=fin, max_len=self.max_len(st), src_len=n,
-            forbid=forbid,
+            forbid=forbid, stops=stop_pieces(self.tokenizer),
         )
         if fin:
             if finished(st.beam, self.opts, n):
@@ -343,7 +343,8 @@ class OnlineSearch:
         at_boundary = beam.length == len(st.committed) and bool(st.committed)
         forbid = self._continuations_mask if at_boundary else None
         expand(
-            beam, res, self.opts, allow_eos=True, max_len=self.max_len(st), src_len=n, forbid=forbid
+            beam, res, self.opts, allow_eos=True, max_len=self.max_len(st), src_len=n,
+            forbid=forbid, stops=stop_pieces(self.tokenizer),
         )
         if not finished(beam, self.opts, n):
             return
@@ -383,3 +384,11 @@ def continuations_mask(tokenizer: Tokenizer) -> torch.Tensor:
     mask = ~torch.tensor(word_start, dtype=torch.bool)  # (V,)
     mask[EOS_ID] = False
     return mask
+
+
+@functools.lru_cache(maxsize=8)
+def stop_pieces(tokenizer: Tokenizer) -> frozenset[int]:
+    """Ids of the bare sentence-stop pieces ".", "?", "!" (the loop guard bans a second one
+    right after one; simulmt.search.loops). One per tokenizer, as `continuations_mask`."""
+    stops = {".", "?", "!"}
+    return frozenset(i for i in range(tokenizer.vocab_size) if tokenizer.piece(i) in stops)

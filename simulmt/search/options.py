@@ -55,7 +55,8 @@ class SearchOptions:
     max_len_ratio: float = 2.0  # a hypothesis is cut at ratio * |x| + extra tokens
     max_len_extra: int = 10
     # loop guard (simulmt.search.loops): ban the token that would repeat a cycle of up to this
-    # many tokens a third time in a row; 0 = off (outputs as the model ranks them)
+    # many tokens a third time in a row, and a second sentence stop right after one; 0 = off
+    # (outputs as the model ranks them)
     loop_guard: int = 0
 
     def __post_init__(self) -> None:
