@@ -18,8 +18,8 @@ import re
 import shutil
 from pathlib import Path
 
-from simulmt.data.clean import Pair, tidy
-from simulmt.data.src_ding import _REJECT, _TAGS, line_pairs
+from simulmt.data.clean import Pair
+from simulmt.data.src_ding import REJECT, first_alternative, line_pairs, sub_entries
 
 _SENTENCE_END = re.compile(r"[.!?]$")
 
@@ -35,8 +35,8 @@ def heldout_sentences(corpus: Path) -> set[str]:
 
 
 def _entry(raw: str, max_words: int) -> str | None:
-    text = tidy(_TAGS.sub("", raw.split(";")[0]))
-    if not text or _REJECT.search(text) or _SENTENCE_END.search(text):
+    text = first_alternative(raw)
+    if not text or REJECT.search(text) or _SENTENCE_END.search(text):
         return None
     return text if len(text.split()) <= max_words else None
 
@@ -47,16 +47,10 @@ def lexicon_pairs(lines: list[str], held: set[str]) -> tuple[list[Pair], int]:
     seen: set[Pair] = set()
     skipped = 0
     for line in lines:
-        if line.startswith("#") or "::" not in line:
-            continue
         if any(de in held for de, _ in line_pairs(line)):
             skipped += 1
             continue
-        de_side, en_side = line.split("::", 1)
-        de_subs, en_subs = de_side.split("|"), en_side.split("|")
-        if len(de_subs) != len(en_subs):
-            continue
-        for de_raw, en_raw in zip(de_subs, en_subs, strict=True):
+        for de_raw, en_raw in sub_entries(line):
             de, en = _entry(de_raw, 6), _entry(en_raw, 8)
             if de and en and (de, en) not in seen:
                 seen.add((de, en))

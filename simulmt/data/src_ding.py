@@ -14,30 +14,40 @@ SLICE = 250  # sentences per document: consecutive entries, so a slice shares he
 _TAGS = re.compile(r"\{[^{}]*\}|\[[^\[\]]*\]|\([^()]*\)")  # {m} [ugs.] (comment)
 _SENTENCE = re.compile(r"[.!?][\"'“”’»«]?$")
 # fragments and templates rather than sentences: a/b alternatives, ellipses, placeholder pronouns
-_REJECT = re.compile(r"/|\.\.\.|…|\b(?:etw|jdm|jdn|jds|jd|sb|sth|sb's)\b\.?|~|\+")
+REJECT = re.compile(r"/|\.\.\.|…|\b(?:etw|jdm|jdn|jds|jd|sb|sth|sb's)\b\.?|~|\+")
+
+
+def first_alternative(text: str) -> str:
+    """The first alternative of a sub-entry (`a; b`), its tags (`{m}`, `[ugs.]`) removed."""
+    return tidy(_TAGS.sub("", text.split(";")[0]))
 
 
 def _sentence(text: str) -> str | None:
     """The first alternative of a sub-entry with tags removed, if it is a full sentence."""
-    first = text.split(";")[0]
-    cleaned = tidy(_TAGS.sub("", first))
-    if _REJECT.search(cleaned) or not _SENTENCE.search(cleaned):
+    cleaned = first_alternative(text)
+    if REJECT.search(cleaned) or not _SENTENCE.search(cleaned):
         return None
     if not cleaned[0].isupper() and not cleaned[0].isdigit() and cleaned[0] not in "\"„“»«'":
         return None
     return cleaned
 
 
-def line_pairs(line: str) -> list[Pair]:
-    """Full-sentence pairs of one dictionary line (sub-entries line up one-to-one)."""
+def sub_entries(line: str) -> list[tuple[str, str]]:
+    """The raw (German, English) sub-entries of one dictionary line `de1 | de2 :: en1 | en2`
+    (none for comments and lines whose sides do not line up one-to-one)."""
     if line.startswith("#") or "::" not in line:
         return []
     de_side, en_side = line.split("::", 1)
     de_subs, en_subs = de_side.split("|"), en_side.split("|")
     if len(de_subs) != len(en_subs):
         return []
+    return list(zip(de_subs, en_subs, strict=True))
+
+
+def line_pairs(line: str) -> list[Pair]:
+    """Full-sentence pairs of one dictionary line (sub-entries line up one-to-one)."""
     pairs: list[Pair] = []
-    for de_raw, en_raw in zip(de_subs, en_subs, strict=True):
+    for de_raw, en_raw in sub_entries(line):
         de, en = _sentence(de_raw), _sentence(en_raw)
         if de and en and len(en.split()) >= 4 and len(de.split()) >= 3:
             pairs.append((de, en))
