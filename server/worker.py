@@ -120,11 +120,16 @@ class Worker:
             self._cond.notify()
 
     def set_paused(self, stream: Stream, paused: bool) -> None:
-        """Backpressure: a paused stream keeps its ops but gets no compute until resumed."""
+        """Backpressure: a paused stream keeps its ops but gets no compute until resumed.
+        Resuming wakes the worker for a stream with ops *or* one still pending without any (a
+        turn gave it back mid-work): the worker may be asleep with nothing else runnable."""
         with self._cond:
             stream.paused = paused
-            if not paused and stream.ops:
+            if paused:
+                return
+            if stream.ops:
                 self._pending.setdefault(id(stream), stream)
+            if id(stream) in self._pending:
                 self._cond.notify()
 
     def discard(self, stream: Stream) -> None:

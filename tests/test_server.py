@@ -196,6 +196,34 @@ async def test_batching_window_gathers_staggered_arrivals(
     assert worker.stats.max_batch == expected_max_batch
 
 
+async def test_resuming_a_stream_given_back_mid_work_wakes_the_worker() -> None:
+    """A turn gives a stream with unfinished work back without ops; if its reader then pauses
+    and resumes it while nothing else is runnable, the sleeping worker must wake for it (it did
+    not: the connection waited for the model, the model for a wake-up, until the idle timeout)."""
+    from simulmt.server.worker import Stream, Worker
+
+    worker = Worker(engine, max_batch=8)
+    worker.start(asyncio.get_running_loop())
+    eng = await worker.wait_loaded()
+    got: list[object] = []
+    stream = Stream(Session(eng, policy="wait-k:k=1"), got.append)
+    try:
+        await worker.call(lambda _: stream.session.feed("Ich habe heute ein Buch gelesen ."))
+        with worker._cond:  # the state such a turn leaves: pending, no ops, paused meanwhile
+            stream.paused = True
+            worker._pending[id(stream)] = stream
+        await asyncio.sleep(0.1)
+        assert not got  # paused: no compute
+        worker.set_paused(stream, False)
+        for _ in range(250):
+            if got:
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        worker.stop()
+    assert got, "the worker slept through the resume"
+
+
 async def test_healthz_and_pages() -> None:
     async with running() as server:
         base = f"http://127.0.0.1:{server.port}"
