@@ -19,6 +19,7 @@ from simulmt.data.tokenizer import (
     UNK_ID,
     Tokenizer,
     TokenizerError,
+    seed_sampling,
     train_tokenizer,
 )
 
@@ -91,6 +92,36 @@ def test_encode_is_concatenation_of_words(with_bytes: Path, sentence_words: list
     assert tok.decode(by_word) == sentence
     starts = [k for k, i in enumerate(by_word) if tok.is_word_start(i)]
     assert len(starts) == len(sentence_words) and starts[0] == 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(words, min_size=1, max_size=8), st.integers(0, 2**32 - 1),
+       st.sampled_from([0.05, 0.3, 1.0]))
+def test_a_sampled_segmentation_spells_the_same_words(with_bytes: Path, sentence_words: list[str],
+                                                      seed: int, alpha: float) -> None:
+    """Subword regularization changes how words are split, never the text or its words."""
+    tok = Tokenizer.load(with_bytes)
+    sentence = " ".join(sentence_words)
+    seed_sampling(seed)
+    ids = tok.sample(sentence, alpha=alpha)
+    assert tok.decode(ids) == sentence
+    assert sum(tok.is_word_start(i) for i in ids) == len(sentence_words)
+    assert tok.is_word_start(ids[0])
+
+
+def test_sampling_varies_the_split_and_repeats_under_a_seed(with_bytes: Path) -> None:
+    tok = Tokenizer.load(with_bytes)
+    text = "Ich werde die Brücke halten, bis ihr sicher seid."
+    draws = []
+    for seed in range(8):
+        seed_sampling(seed)
+        draws.append(tok.sample(text, alpha=0.1))
+    seed_sampling(3)
+    assert tok.sample(text, alpha=0.1) == draws[3]  # a resumed run draws the same split
+    assert len({tuple(d) for d in draws}) > 1
+    assert any(d != tok.encode(text) for d in draws)
+    with pytest.raises(ValueError, match="alpha > 0"):
+        tok.sample(text, alpha=0.0)
 
 
 @settings(max_examples=150, deadline=None)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from simulmt.data.tokenizer import train_tokenizer
+from simulmt.data.tokenizer import seed_sampling, train_tokenizer
 from simulmt.engine import Engine, _tiny_pairs
 from simulmt.export import export
 from simulmt.model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
@@ -20,6 +20,7 @@ from simulmt.session import Session
 from simulmt.train.batches import Batch
 from simulmt.train.config import TrainConfig
 from simulmt.train.loop import Trainer
+from simulmt.words import word_ends
 
 TINY_MODEL = {
     "d_model": 32,
@@ -125,19 +126,16 @@ def test_a_background_run_logs_mean_loss_lines(
         assert f"loss {mean:.3f} (mean of 2)" in line and "s/step" in line
 
 
-def test_resume_continues_exactly(data_dir: Path, tmp_path: Path) -> None:
-    straight = Trainer(
-        tiny_config(data_dir, tmp_path / "a", max_steps=10, save_every=100, eval_every=100)
-    )
+@pytest.mark.parametrize("alpha", [0.0, 0.2])
+def test_resume_continues_exactly(data_dir: Path, tmp_path: Path, alpha: float) -> None:
+    """Also with subword regularization: a resumed run draws the same segmentations."""
+    opts = {"save_every": 100, "eval_every": 100, "subword_alpha": alpha, "asr_rate": 0.5}
+    straight = Trainer(tiny_config(data_dir, tmp_path / "a", max_steps=10, **opts))
     straight.run()
-    first = Trainer(
-        tiny_config(data_dir, tmp_path / "b", max_steps=5, save_every=100, eval_every=100)
-    )
+    first = Trainer(tiny_config(data_dir, tmp_path / "b", max_steps=5, **opts))
     first.run()
-    resumed = Trainer(
-        tiny_config(data_dir, tmp_path / "b", max_steps=10, save_every=100, eval_every=100),
-        resume=True,
-    )
+    seed_sampling(12345)  # another draw in between must not matter
+    resumed = Trainer(tiny_config(data_dir, tmp_path / "b", max_steps=10, **opts), resume=True)
     assert resumed.progress.step == 5
     sitting = resumed.progress.seconds
     assert sitting > 0  # the first sitting's training time came back with the checkpoint
@@ -147,6 +145,34 @@ def test_resume_continues_exactly(data_dir: Path, tmp_path: Path) -> None:
         straight.model.state_dict().items(), resumed.model.state_dict().items(), strict=True
     ):
         assert torch.equal(a, b), name
+
+
+def _texts(trainer: Trainer, batch: Batch) -> list[tuple[str, str]]:
+    def ids(row: torch.Tensor) -> list[int]:
+        return [i for i in row.tolist() if i > 3]  # no pad/unk/bos/eos
+
+    return [(trainer.tok.decode(ids(s)), trainer.tok.decode(ids(t)))
+            for s, t in zip(batch.src, batch.tgt_out, strict=True)]
+
+
+def test_subword_regularization_resplits_words_but_keeps_the_text(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    plain = Trainer(tiny_config(data_dir, tmp_path / "a", asr_rate=0.5))
+    sampled = Trainer(tiny_config(data_dir, tmp_path / "b", asr_rate=0.5, subword_alpha=0.1))
+    changed = 0
+    for step in range(6):
+        indices = plain.batches[step % len(plain.batches)]
+        a, b = plain._batch(indices, step), sampled._batch(indices, step)
+        assert _texts(plain, a) == _texts(sampled, b)  # same sentences, same views
+        assert torch.equal(b.src, sampled._batch(indices, step).src)  # repeatable per step
+        changed += not torch.equal(a.src, b.src) and not torch.equal(a.tgt_out, b.tgt_out)
+        for row, vis in zip(b.src, b.vis, strict=True):  # reads stop at the sampled word ends
+            ids = [i for i in row.tolist() if i != 0]
+            assert set(vis.tolist()) <= set(word_ends(ids, sampled.tok.is_word_start))
+    assert changed >= 3
+    with pytest.raises(ValueError, match="subword_alpha"):
+        tiny_config(data_dir, tmp_path / "c", subword_alpha=-0.1)
 
 
 def test_checkpoint_errors(data_dir: Path, tmp_path: Path) -> None:

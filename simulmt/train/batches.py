@@ -10,7 +10,7 @@ in place of the written source where asked.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 import torch
@@ -30,6 +30,7 @@ class Example:
     tgt_words: tuple[int, ...] = ()  # 1-based target word of each tgt token, then EOS's
     asr: tuple[int, ...] = ()  # source ids of the recognizer view (empty: none)
     asr_ends: tuple[int, ...] = ()
+    line: int = -1  # index of its pair in the list make_examples was given (to re-segment it)
 
     def source(self, asr: bool) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """(ids, word ends) of the written source or, if asked and present, the recognizer's."""
@@ -71,8 +72,22 @@ def make_examples(
             view = asr[n] if asr is not None and 0 < len(asr[n]) <= max_len else []
             out.append(Example(tuple(src), tuple(tgt), tuple(word_ends(src, is_word_start)),
                                target_words(tgt, is_word_start), tuple(view),
-                               tuple(word_ends(view, is_word_start))))
+                               tuple(word_ends(view, is_word_start)), n))
     return out
+
+
+def resegmented(example: Example, *, src: Sequence[int], tgt: Sequence[int], asr: bool,
+                is_word_start: Callable[[int], bool], max_len: int) -> Example:
+    """`example` with new ids (a sampled segmentation) for its target and for the source side a
+    batch will use: the recognizer view if `asr` and the example has one, else the written
+    source. An over-long draw keeps the example as it was."""
+    if not (0 < len(src) <= max_len and 0 < len(tgt) <= max_len):
+        return example
+    ends = tuple(word_ends(src, is_word_start))
+    out = replace(example, tgt=tuple(tgt), tgt_words=target_words(tgt, is_word_start))
+    if asr and example.asr:
+        return replace(out, asr=tuple(src), asr_ends=ends)
+    return replace(out, src=tuple(src), ends=ends)
 
 
 def upsample(items: Sequence[T], sources: Sequence[str], factors: dict[str, int]) -> list[T]:

@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from simulmt.data.asr import recognizer_view
 from simulmt.data.corpus import iter_split_side, read_parallel
-from simulmt.data.tokenizer import Tokenizer
+from simulmt.data.tokenizer import Tokenizer, seed_sampling
 from simulmt.model.checkpoint import (
     CheckpointError,
     load_checkpoint,
@@ -39,6 +39,7 @@ from simulmt.train.batches import (
     bucket_batches,
     collate,
     make_examples,
+    resegmented,
     upsample,
 )
 from simulmt.train.config import TrainConfig
@@ -130,6 +131,7 @@ class Trainer:
                 f"tokenizer has {self.tok.vocab_size} pieces but model.vocab_size="
                 f"{cfg.model.vocab_size}; set model.vocab_size={self.tok.vocab_size}"
             )
+        self.pairs: list[tuple[str, str]] = []  # the training pairs' text (re-segmenting)
         self.train = self._load_split("train")
         dev = read_parallel(cfg.data, "dev", cfg.src, cfg.tgt)  # ordered by source: spread out
         self.dev = dev[:: max(1, len(dev) // max(cfg.dev_sentences, 1))][: cfg.dev_sentences]
@@ -167,6 +169,8 @@ class Trainer:
         if split == "train" and self.cfg.upsample:
             sources = list(iter_split_side(self.cfg.data, split, "source"))
             pairs = upsample(pairs, sources, self.cfg.upsample)
+        if split == "train" and self.cfg.subword_alpha:
+            self.pairs = pairs
         ids = [(self.tok.encode(s), self.tok.encode(t)) for s, t in pairs]
         asr = [self.tok.encode(recognizer_view(s)) for s, _ in pairs] if self.cfg.asr_rate else None
         return make_examples(ids, self.tok.is_word_start, max_len=self.cfg.max_len, asr=asr)
@@ -175,8 +179,23 @@ class Trainer:
         """The examples of one step, with this step's k and recognizer-view draws."""
         g = torch.Generator().manual_seed(self.cfg.seed * 7_919 + step)
         asr = (torch.rand(len(indices), generator=g) < self.cfg.asr_rate).tolist()
-        return collate([self.train[i] for i in indices], sample_k(self.cfg, step),
+        examples = [self.train[i] for i in indices]
+        if self.cfg.subword_alpha:
+            seed_sampling((self.cfg.seed * 104_729 + step) % 2**32)
+            examples = [self._resegment(e, a) for e, a in zip(examples, asr, strict=True)]
+        return collate(examples, sample_k(self.cfg, step),
                        target_words=self.cfg.target_words, asr=asr)
+
+    def _resegment(self, example: Example, asr: bool) -> Example:
+        """The example with a sampled segmentation of its target and of the source side the
+        batch uses (subword regularization)."""
+        src, tgt = self.pairs[example.line]
+        if asr and example.asr:
+            src = recognizer_view(src)
+        alpha = self.cfg.subword_alpha
+        return resegmented(example, src=self.tok.sample(src, alpha=alpha),
+                           tgt=self.tok.sample(tgt, alpha=alpha), asr=asr,
+                           is_word_start=self.tok.is_word_start, max_len=self.cfg.max_len)
 
     # ---- checkpoints ----------------------------------------------------------------
     def payload(self) -> dict[str, Any]:
