@@ -76,18 +76,20 @@ def make_examples(
     return out
 
 
-def resegmented(example: Example, *, src: Sequence[int], tgt: Sequence[int], asr: bool,
-                is_word_start: Callable[[int], bool], max_len: int) -> Example:
-    """`example` with new ids (a sampled segmentation) for its target and for the source side a
-    batch will use: the recognizer view if `asr` and the example has one, else the written
-    source. An over-long draw keeps the example as it was."""
-    if not (0 < len(src) <= max_len and 0 < len(tgt) <= max_len):
+def resegmented(example: Example, *, src: Sequence[int], tgt: Sequence[int],
+                asr: Sequence[int], is_word_start: Callable[[int], bool],
+                max_len: int) -> Example:
+    """`example` with new ids (a sampled segmentation) for its target, its written source and,
+    if it has one, its recognizer view (`asr`). A draw over `max_len` keeps that side's old ids
+    (the whole example, if it is the target)."""
+    if not 0 < len(tgt) <= max_len:
         return example
-    ends = tuple(word_ends(src, is_word_start))
     out = replace(example, tgt=tuple(tgt), tgt_words=target_words(tgt, is_word_start))
-    if asr and example.asr:
-        return replace(out, asr=tuple(src), asr_ends=ends)
-    return replace(out, src=tuple(src), ends=ends)
+    if 0 < len(src) <= max_len:
+        out = replace(out, src=tuple(src), ends=tuple(word_ends(src, is_word_start)))
+    if example.asr and 0 < len(asr) <= max_len:
+        out = replace(out, asr=tuple(asr), asr_ends=tuple(word_ends(asr, is_word_start)))
+    return out
 
 
 def upsample(items: Sequence[T], sources: Sequence[str], factors: dict[str, int]) -> list[T]:

@@ -132,10 +132,14 @@ class Trainer:
                 f"{cfg.model.vocab_size}; set model.vocab_size={self.tok.vocab_size}"
             )
         self.pairs: list[tuple[str, str]] = []  # the training pairs' text (re-segmenting)
-        self.train = self._load_split("train")
+        self.segmented = self._load_split("train")  # the deterministic segmentation
+        # this epoch's examples and batches: the deterministic ones, or with subword
+        # regularization a new draw each epoch, batched after the draw so padding stays small
+        # (drawing per batch padded 1.6x the real tokens at alpha 0.3)
+        self.train: list[Example] = []
+        self.batches: list[list[int]] = []
         dev = read_parallel(cfg.data, "dev", cfg.src, cfg.tgt)  # ordered by source: spread out
         self.dev = dev[:: max(1, len(dev) // max(cfg.dev_sentences, 1))][: cfg.dev_sentences]
-        self.batches = bucket_batches(self.train, max_tokens=cfg.max_tokens)
         self.model = SimulTransformer(cfg.model).to(self.device)
         self.ddp: torch.nn.Module = self.model
         if self.world > 1:
@@ -147,12 +151,14 @@ class Trainer:
             self.opt,
             lambda s: lr_factor(s, cfg.warmup, cooldown=cfg.cooldown, max_steps=cfg.max_steps),
         )
-        self.progress = Progress(n_batches=len(self.batches))
+        self.progress = Progress()
         self.warm_start: dict[str, Any] = {}  # the model this run began from (init_from)
         if resume and (cfg.out / "last.pt").exists():
             self._restore(cfg.out / "last.pt")
-        elif cfg.init_from is not None:
-            self._warm_start(cfg.init_from)
+        else:
+            self._use_epoch(0)
+            if cfg.init_from is not None:
+                self._warm_start(cfg.init_from)
         log.info(
             "model %.1fM parameters, %d training pairs in %d batches, device %s, world %d",
             self.model.num_parameters() / 1e6,
@@ -175,27 +181,37 @@ class Trainer:
         asr = [self.tok.encode(recognizer_view(s)) for s, _ in pairs] if self.cfg.asr_rate else None
         return make_examples(ids, self.tok.is_word_start, max_len=self.cfg.max_len, asr=asr)
 
+    def _epoch_data(self, epoch: int) -> tuple[list[Example], list[list[int]]]:
+        """The examples and length-bucketed batches of `epoch` (a pure function of the config
+        and the epoch, so a resumed run rebuilds them exactly)."""
+        examples = self.segmented
+        alpha = self.cfg.subword_alpha
+        if alpha:
+            started = time.time()
+            seed_sampling((self.cfg.seed * 104_729 + epoch) % 2**32)
+            sample, tok = self.tok.sample, self.tok
+            examples = []
+            for e in self.segmented:
+                src, tgt = self.pairs[e.line]
+                asr = sample(recognizer_view(src), alpha=alpha) if e.asr else []
+                examples.append(resegmented(
+                    e, src=sample(src, alpha=alpha), tgt=sample(tgt, alpha=alpha), asr=asr,
+                    is_word_start=tok.is_word_start, max_len=self.cfg.max_len))
+            log.info("epoch %d: subword draws for %d pairs in %.0f s", epoch, len(examples),
+                     time.time() - started)
+        return examples, bucket_batches(examples, max_tokens=self.cfg.max_tokens)
+
+    def _use_epoch(self, epoch: int) -> None:
+        self.train, self.batches = [], []  # free the last draw before the next
+        self.train, self.batches = self._epoch_data(epoch)
+        self.progress.n_batches = len(self.batches)
+
     def _batch(self, indices: list[int], step: int) -> Batch:
         """The examples of one step, with this step's k and recognizer-view draws."""
         g = torch.Generator().manual_seed(self.cfg.seed * 7_919 + step)
         asr = (torch.rand(len(indices), generator=g) < self.cfg.asr_rate).tolist()
-        examples = [self.train[i] for i in indices]
-        if self.cfg.subword_alpha:
-            seed_sampling((self.cfg.seed * 104_729 + step) % 2**32)
-            examples = [self._resegment(e, a) for e, a in zip(examples, asr, strict=True)]
-        return collate(examples, sample_k(self.cfg, step),
+        return collate([self.train[i] for i in indices], sample_k(self.cfg, step),
                        target_words=self.cfg.target_words, asr=asr)
-
-    def _resegment(self, example: Example, asr: bool) -> Example:
-        """The example with a sampled segmentation of its target and of the source side the
-        batch uses (subword regularization)."""
-        src, tgt = self.pairs[example.line]
-        if asr and example.asr:
-            src = recognizer_view(src)
-        alpha = self.cfg.subword_alpha
-        return resegmented(example, src=self.tok.sample(src, alpha=alpha),
-                           tgt=self.tok.sample(tgt, alpha=alpha), asr=asr,
-                           is_word_start=self.tok.is_word_start, max_len=self.cfg.max_len)
 
     # ---- checkpoints ----------------------------------------------------------------
     def payload(self) -> dict[str, Any]:
@@ -218,18 +234,21 @@ class Trainer:
         self.opt.load_state_dict(data["optimizer"])
         self.sched.load_state_dict(data["scheduler"])
         torch.set_rng_state(data["rng"])
-        self.progress = Progress(**data["progress"])
+        self.progress = p = Progress(**data["progress"])
         self.warm_start = dict(data.get("warm_start", {}))
-        log.info("resumed from %s at step %d", path, self.progress.step)
-        before = dict(data.get("train_config", {}).get("upsample") or {})
-        p = self.progress
-        if before != self.cfg.upsample or p.n_batches not in (0, len(self.batches)):
+        log.info("resumed from %s at step %d", path, p.step)
+        saved = dict(data.get("train_config", {}))
+        before = (dict(saved.get("upsample") or {}), float(saved.get("subword_alpha", 0.0)))
+        saved_batches = p.n_batches
+        self._use_epoch(p.epoch)
+        now = (self.cfg.upsample, self.cfg.subword_alpha)
+        if before != now or saved_batches not in (0, len(self.batches)):
             # the saved place in the epoch indexes batches that no longer exist
-            log.info("the training mix changed (upsample %s -> %s, %d -> %d batches): "
-                     "starting epoch %d afresh", before, self.cfg.upsample, p.n_batches,
+            log.info("the training mix changed (upsample, subword_alpha %s -> %s, %d -> %d "
+                     "batches): starting epoch %d afresh", before, now, saved_batches,
                      len(self.batches), p.epoch + 1)
             p.epoch, p.batch_pos = p.epoch + 1, 0
-        p.n_batches = len(self.batches)
+            self._use_epoch(p.epoch)
 
     def _warm_start(self, source: Path) -> None:
         """Begin from the weights of a model folder or checkpoint; optimizer and schedule fresh."""
@@ -338,6 +357,7 @@ class Trainer:
                     return p
             if p.batch_pos + self.world > len(order):
                 p.epoch, p.batch_pos = p.epoch + 1, 0
+                self._use_epoch(p.epoch)
         self.save()
         bar.close()
         return p
