@@ -128,8 +128,9 @@ class Tokenizer:
         Kudo 2018): training on varied splits of a word teaches the model the pieces of words it
         rarely sees whole (names, compounds). `alpha` is sentencepiece's smoothing: smaller draws
         more fragmented splits (on newstest2013 0.3 re-splits 26% of the words, 0.5 re-splits
-        11%). Word by word, as `encode`, so decode(sample(s)) == decode(encode(s)); the draws
-        follow `seed_sampling`."""
+        11%); for a BPE model it is the BPE-dropout rate instead (Provilkov et al. 2020: larger
+        is more fragmented). Word by word, as `encode`, so decode(sample(s)) ==
+        decode(encode(s)); the draws follow `seed_sampling`."""
         if alpha <= 0:
             raise ValueError(f"alpha={alpha}: sampling needs alpha > 0 (use encode for the "
                              "deterministic segmentation)")
