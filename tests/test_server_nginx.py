@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import re
 import shutil
 import signal
 import socket
 import sys
+import tempfile
 import urllib.request
 from pathlib import Path
 
@@ -48,32 +51,57 @@ def free_ports(n: int) -> int:
     raise RuntimeError(f"no {n} consecutive free ports")
 
 
+def _children(pid: int) -> list[int]:
+    """The direct child processes of `pid` (Linux /proc)."""
+    out = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        out += [int(c) for c in task.read_text().split()]
+    return out
+
+
 async def spawn_workers(port: int) -> tuple[asyncio.subprocess.Process, dict[int, str]]:
-    """`simulmt serve --workers 2`: the processes' ports and instances, from their output."""
+    """`simulmt serve --workers 2`: the processes' ports and instances, from their output.
+
+    If the workers do not come up, the failure shows what they printed on both streams and,
+    from faulthandler, where every thread of each worker stood (this once hung unexplained)."""
+    errors = tempfile.TemporaryFile()  # a file, not a pipe: nobody has to drain it
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "simulmt.cli", "serve", "--tiny", "--workers", "2",
         "--port", str(port), "--threads", "1",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=errors,
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
     )  # fmt: skip
     assert proc.stdout is not None
     instances: dict[int, str] = {}
     seen: list[str] = []
+
+    def printed() -> str:
+        errors.seek(0)
+        tail = errors.read().decode(errors="replace")[-12000:]
+        return f"stdout {seen}; stderr (last 12000 characters):\n{tail}"
+
     try:
         async with asyncio.timeout(180):
             while len(instances) < 2:
                 line = (await proc.stdout.readline()).decode()
                 if not line:
                     raise AssertionError(f"simulmt serve exited ({await proc.wait()}) before "
-                                         f"serving; it printed {seen}")
+                                         f"serving; {printed()}")
                 seen.append(line.rstrip())
                 if match := SERVING.search(line):
                     instances[int(match.group(2))] = match.group(3)
     except TimeoutError:
-        raise AssertionError(f"both workers did not report serving in 180 s: {seen}") from None
+        for child in _children(proc.pid):  # faulthandler prints each thread's stack on SIGABRT
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGABRT)
+        await asyncio.sleep(2)
+        raise AssertionError(f"both workers did not report serving in 180 s: {printed()}") from None
     finally:
         if len(instances) < 2:  # no test owns the processes yet: stop them, not leak them
-            proc.send_signal(signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
             await asyncio.wait_for(proc.wait(), timeout=30)
+        errors.close()
     return proc, instances
 
 
