@@ -5,6 +5,10 @@
 #   on), each in its written view and its recognizer view (lowercase, no punctuation);
 #   full sentence (beam 5 and greedy) and wait-1/3/5/7 (greedy, word level).
 #   [EVAL_FLAGS="--loop-guard 8 --dtype int8"] scripts/benchmark-model.sh MODEL_DIR [OUT_DIR] [CORPUS_DIR]
+# SETS=dev measures on the dev sets instead, to choose between candidate models without touching
+# a test set: newstest2013 every 10th line (300, the news dev set) and the corpus's dev split
+# every 20th line (per source), into OUT_DIR/MODEL_NAME.jsonl as well (give it another OUT_DIR);
+# VIEWS="text" skips the recognizer view (default "text asr").
 # EVAL_FLAGS go to every `simulmt eval` (e.g. what `simulmt serve` runs by default: the line
 # above); run once without and once with them (into another OUT_DIR) to show both.
 # Writes one JSON line per (test set, view, policy) into OUT_DIR/MODEL_NAME.jsonl, each with
@@ -28,10 +32,18 @@ for f in de en source; do awk 'NR % 5 == 1' "$CORPUS/test.$f" > "$own.$f"; done
 sets=("own:$own.de:$own.en:$own.source"
       "newstest2014:$NEWS/newstest2014-deen.de:$NEWS/newstest2014-deen.en:"
       "newstest2015:$NEWS/newstest2015-ende.de:$NEWS/newstest2015-ende.en:")
+if [ "${SETS:-test}" = dev ]; then
+  nt13=cache/newstest2013-1in10
+  dev=cache/$(basename "$CORPUS")-dev-1in20
+  for f in de en; do awk 'NR % 10 == 1' "$NEWS/newstest2013.$f" > "$nt13.$f"; done
+  for f in de en source; do awk 'NR % 20 == 1' "$CORPUS/dev.$f" > "$dev.$f"; done
+  sets=("newstest2013-1in10:$nt13.de:$nt13.en:" "dev-1in20:$dev.de:$dev.en:$dev.source")
+fi
+read -r -a views <<< "${VIEWS:-text asr}"
 : > "$OUT/$name.jsonl"
 for entry in "${sets[@]}"; do
   IFS=: read -r set src ref groups <<< "$entry"
-  for view in text asr; do
+  for view in "${views[@]}"; do
     args=(--model "$MODEL" --source "$src" --reference "$ref" --source-style "$view"
           --jobs "$JOBS" --threads 1 --no-progress --json "${extra[@]}")
     [ -n "$groups" ] && args+=(--groups "$groups")
