@@ -14,6 +14,8 @@ skipped, so no held-out pair's words come back through the lexicon. Tried in iss
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import re
 import shutil
 from pathlib import Path
@@ -58,6 +60,23 @@ def lexicon_pairs(lines: list[str], held: set[str]) -> tuple[list[Pair], int]:
     return pairs, skipped
 
 
+def record(out: Path, n: int) -> None:
+    """The manifest of `out` with the lexicon as a source of its own (its pairs, Ding's package
+    and licence) and the training files' new sizes and checksums: the model card reads it."""
+    path = out / "manifest.json"
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    ding = manifest["sources"]["ding"]
+    manifest["sources"]["dinglex"] = {
+        "train": n, "dev": 0, "test": 0, "package": ding.get("package", ""),
+        "licence": ding.get("licence", "?"),
+        "note": "word and phrase entries of the Ding dictionary (scripts/ding_lexicon.py)",
+    }
+    manifest["splits"]["train"] += n
+    for name in ("train.de", "train.en", "train.source"):
+        manifest["sha256"][name] = hashlib.sha256((out / name).read_bytes()).hexdigest()
+    path.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--corpus", type=Path, required=True)
@@ -75,6 +94,7 @@ def main() -> None:
             out.writelines(p[side] + "\n" for p in pairs)
     with (args.out / "train.source").open("a", encoding="utf-8") as out:
         out.writelines("dinglex\n" for _ in pairs)
+    record(args.out, len(pairs))
     print(f"{len(pairs)} lexicon pairs added to {args.out}/train.*; "
           f"{skipped} dictionary lines skipped (their sentences are held out)")
 

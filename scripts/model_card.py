@@ -60,7 +60,10 @@ def model_rows(folder: Path) -> tuple[str, list[tuple[str, str]]]:
                       f"multi-path wait-k with k per batch from {{{ks}}}"
                       + (" counted in target words" if tc.get("target_words") else "")
                       + (f"; {tc['asr_rate']:.0%} of the sources in their recognizer view "
-                         "(lowercase, no punctuation)" if tc.get("asr_rate") else "")),
+                         "(lowercase, no punctuation)" if tc.get("asr_rate") else "")
+                      + (f"; subword regularization (every pair's segmentation sampled anew "
+                         f"each epoch, α {tc['subword_alpha']})" if tc.get("subword_alpha")
+                         else "")),
         ("optimisation", f"AdamW, peak lr {tc.get('lr')}, {tc.get('warmup')} warm-up steps, "
                          f"≈{tc.get('max_tokens')} tokens per batch"
                          + (", bf16 autocast" if tc.get("bf16") else "")

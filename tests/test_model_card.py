@@ -34,7 +34,7 @@ def test_the_card_states_the_recorded_facts(tmp_path: Path) -> None:
         "train_config": {"wait_k": [1, 3, 0], "target_words": True, "asr_rate": 0.3,
                          "label_smoothing": 0.1, "lr": 0.0008, "warmup": 2000,
                          "max_tokens": 6000, "bf16": True, "threads": 2,
-                         "upsample": {"europarl": 4}},
+                         "upsample": {"europarl": 4}, "subword_alpha": 0.3},
     }, model / "model.pt")
     (model / "spm.model").write_bytes(b"x" * 1000)
     corpus = tmp_path / "corpus"
@@ -66,6 +66,8 @@ def test_the_card_states_the_recorded_facts(tmp_path: Path) -> None:
     assert "causal encoder 5 layers, decoder 3 layers, d_model 384, 6 heads, FFN 1536" in out
     assert "k per batch from {1, 3, full} counted in target words; 30% of the sources" in out
     assert "upsampled: europarl ×4" in out
+    assert "(lowercase, no punctuation); subword regularization (every pair's segmentation " \
+        "sampled anew each epoch, α 0.3) |" in out
     assert "12,345 updates, 9.5 h wall on 2 CPU threads; shipped: the average of " \
            "step-12000.pt, step-12345.pt" in out
     assert "(float16)" in out and "`spm.model`" in out
