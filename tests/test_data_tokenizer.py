@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import random
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,7 +22,6 @@ from simulmt.data.tokenizer import (
     UNK_ID,
     Tokenizer,
     TokenizerError,
-    seed_sampling,
     train_tokenizer,
 )
 
@@ -102,8 +104,7 @@ def test_a_sampled_segmentation_spells_the_same_words(with_bytes: Path, sentence
     """Subword regularization changes how words are split, never the text or its words."""
     tok = Tokenizer.load(with_bytes)
     sentence = " ".join(sentence_words)
-    seed_sampling(seed)
-    ids = tok.sample(sentence, alpha=alpha)
+    ids = tok.sample(sentence, alpha=alpha, rng=random.Random(seed))
     assert tok.decode(ids) == sentence
     assert sum(tok.is_word_start(i) for i in ids) == len(sentence_words)
     assert tok.is_word_start(ids[0])
@@ -112,16 +113,27 @@ def test_a_sampled_segmentation_spells_the_same_words(with_bytes: Path, sentence
 def test_sampling_varies_the_split_and_repeats_under_a_seed(with_bytes: Path) -> None:
     tok = Tokenizer.load(with_bytes)
     text = "Ich werde die Brücke halten, bis ihr sicher seid."
-    draws = []
-    for seed in range(8):
-        seed_sampling(seed)
-        draws.append(tok.sample(text, alpha=0.1))
-    seed_sampling(3)
-    assert tok.sample(text, alpha=0.1) == draws[3]  # a resumed run draws the same split
+    draws = [tok.sample(text, alpha=0.1, rng=random.Random(seed)) for seed in range(8)]
+    assert tok.sample(text, alpha=0.1, rng=random.Random(3)) == draws[3]
     assert len({tuple(d) for d in draws}) > 1
     assert any(d != tok.encode(text) for d in draws)
     with pytest.raises(ValueError, match="alpha > 0"):
-        tok.sample(text, alpha=0.0)
+        tok.sample(text, alpha=0.0, rng=random.Random(0))
+
+
+def test_a_seed_draws_the_same_splits_in_another_process(with_bytes: Path) -> None:
+    """A resumed training run (a new process) must re-draw an epoch exactly; sentencepiece's
+    own sampler, seeded alike, drew differently in two processes."""
+    code = ("import random, sys; from simulmt.data.tokenizer import Tokenizer; "
+            "tok = Tokenizer.load(sys.argv[1]); rng = random.Random(7); "
+            f"print([tok.sample(s, alpha=0.1, rng=rng) for s in {TRAIN!r}])")
+    runs = [subprocess.run([sys.executable, "-c", code, str(with_bytes)], capture_output=True,
+                           text=True, check=True).stdout for _ in range(2)]
+    assert runs[0] == runs[1]
+    rng = random.Random(7)
+    here = [Tokenizer.load(with_bytes).sample(s, alpha=0.1, rng=rng) for s in TRAIN]
+    assert runs[0].strip() == str(here)
+    assert here != [Tokenizer.load(with_bytes).encode(s) for s in TRAIN]
 
 
 @settings(max_examples=150, deadline=None)

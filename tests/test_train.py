@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from simulmt.data.tokenizer import seed_sampling, train_tokenizer
+from simulmt.data.tokenizer import train_tokenizer
 from simulmt.engine import Engine, _tiny_pairs
 from simulmt.export import export
 from simulmt.model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
@@ -134,7 +134,6 @@ def test_resume_continues_exactly(data_dir: Path, tmp_path: Path, alpha: float) 
     straight.run()
     first = Trainer(tiny_config(data_dir, tmp_path / "b", max_steps=5, **opts))
     first.run()
-    seed_sampling(12345)  # another draw in between must not matter
     resumed = Trainer(tiny_config(data_dir, tmp_path / "b", max_steps=10, **opts), resume=True)
     assert resumed.progress.step == 5
     sitting = resumed.progress.seconds

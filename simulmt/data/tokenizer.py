@@ -19,9 +19,12 @@ from __future__ import annotations
 import enum
 import hashlib
 import io
+import itertools
 import json
 import logging
+import math
 import os
+import random
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,6 +41,7 @@ SETTINGS_FILE = "spm.json"
 BYTE_FALLBACK_MIN_VOCAB = 1024  # 256 byte pieces only pay off in a vocabulary this large
 MAX_THREADS = 2  # the machines have two cores
 WORD_MEMO_SIZE = 1 << 16  # words whose tokens are remembered (cleared when full)
+SAMPLE_NBEST = 16  # splits per word that subword sampling draws among (64 adds little)
 
 
 class ModelType(enum.Enum):
@@ -62,6 +66,9 @@ class Tokenizer:
         self._sp = processor
         self._proto = proto
         self._words: dict[str, tuple[int, ...]] = {}  # encode_word memo (speech repeats words)
+        # sample's memo: (word, alpha) -> its likely splits and cumulative weights
+        self._nbest: dict[tuple[str, float], tuple[tuple[tuple[int, ...], ...],
+                                                   tuple[float, ...]]] = {}
         self._word_start = [processor.id_to_piece(i).startswith(WORD_START)
                             and not processor.is_control(i)
                             for i in range(processor.get_piece_size())]
@@ -123,23 +130,42 @@ class Tokenizer:
             raise ValueError(f"encode_word takes one non-empty word without whitespace: {word!r}")
         return list(self._word_ids(word))
 
-    def sample(self, text: str, *, alpha: float) -> list[int]:
-        """One segmentation of `text` drawn from the unigram lattice (subword regularization,
-        Kudo 2018): training on varied splits of a word teaches the model the pieces of words it
-        rarely sees whole (names, compounds). `alpha` is sentencepiece's smoothing: smaller draws
-        more fragmented splits (on newstest2013 0.3 re-splits 26% of the words, 0.5 re-splits
-        11%); for a BPE model it is the BPE-dropout rate instead (Provilkov et al. 2020: larger
-        is more fragmented). Word by word, as `encode`, so decode(sample(s)) ==
-        decode(encode(s)); the draws follow `seed_sampling`."""
+    def sample(self, text: str, *, alpha: float, rng: random.Random) -> list[int]:
+        """One segmentation of `text` drawn at random (subword regularization, Kudo 2018):
+        training on varied splits of a word teaches the model the pieces of words it rarely
+        sees whole (names, compounds). Each word's split is drawn from its SAMPLE_NBEST best
+        splits with probability proportional to P(split)^alpha under the unigram model (Kudo's
+        n-best sampling; smaller alpha is flatter: at 0.3 a fifth of the training words are
+        re-split, +16% tokens). The draws come from `rng`, so a seed repeats them in any process
+        (sentencepiece's own sampler does not: its draws differed between two processes with
+        the same seed). Word by word, as `encode`, so decode(sample(s)) == decode(encode(s))."""
         if alpha <= 0:
             raise ValueError(f"alpha={alpha}: sampling needs alpha > 0 (use encode for the "
                              "deterministic segmentation)")
         out: list[int] = []
         for word in text.split(" "):
             if word:
-                out += self._sp.encode(word, out_type=int, enable_sampling=True, alpha=alpha,
-                                       nbest_size=-1)
+                splits, cumulative = self._splits(word, alpha)
+                out += (splits[0] if len(splits) == 1
+                        else rng.choices(splits, cum_weights=cumulative)[0])
         return out
+
+    def _splits(self, word: str, alpha: float) -> tuple[tuple[tuple[int, ...], ...],
+                                                        tuple[float, ...]]:
+        """A word's likely splits and their cumulative sampling weights (memoised: a training
+        corpus has ~500k distinct words, each split once)."""
+        hit = self._nbest.get((word, alpha))
+        if hit is None:
+            splits = [tuple(ids) for ids in
+                      self._sp.nbest_encode(word, out_type=int, nbest_size=SAMPLE_NBEST)]
+            logp = [sum(self._sp.get_score(i) for i in ids) for ids in splits]
+            best = max(logp)
+            weights = [math.exp(alpha * (lp - best)) for lp in logp]
+            kept = [(ids, w) for ids, w in zip(splits, weights, strict=True) if w >= 1e-3]
+            hit = (tuple(ids for ids, _ in kept),
+                   tuple(itertools.accumulate(w for _, w in kept)))
+            self._nbest[(word, alpha)] = hit
+        return hit
 
     def decode(self, ids: Sequence[int]) -> str:
         return str(self._sp.decode(list(ids)))
@@ -150,12 +176,6 @@ class Tokenizer:
 
     def piece(self, token_id: int) -> str:
         return str(self._sp.id_to_piece(token_id))
-
-
-def seed_sampling(seed: int) -> None:
-    """Seed sentencepiece's sampler (process-wide), so `Tokenizer.sample` draws repeat: a
-    resumed training run re-draws a step's segmentations exactly."""
-    spm.set_random_generator_seed(seed)
 
 
 def _trainer_options(vocab_size: int, model_type: str, character_coverage: float,

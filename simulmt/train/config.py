@@ -34,9 +34,9 @@ class TrainConfig:
     # punctuation; simulmt.data.asr), drawn anew per step; the target keeps case and punctuation
     asr_rate: float = 0.0
     # subword regularization (Kudo 2018): > 0 re-segments every training pair anew each epoch
-    # (both sides and the recognizer view) by sampling the unigram lattice with this smoothing
-    # (Tokenizer.sample; smaller = more fragmented: 0.3 re-splits a quarter of news words and
-    # adds 16-18% tokens); 0 = the one deterministic segmentation the engine decodes with
+    # (both sides and the recognizer view), each word's split drawn among its 16 best with
+    # probability ~ P(split)^alpha (Tokenizer.sample; smaller = more fragmented: 0.3 re-splits a
+    # fifth of the words, +16% tokens); 0 = the one deterministic segmentation the engine uses
     subword_alpha: float = 0.0
     # sequence-level knowledge distillation (Kim & Rush 2016): a file of teacher translations, one
     # per line of train.{src} (scripts/distill.sh), used as the training targets instead of

@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import os
+import random
 import signal
 import sys
 import threading
@@ -24,7 +25,7 @@ from tqdm import tqdm
 
 from simulmt.data.asr import recognizer_view
 from simulmt.data.corpus import iter_split_side, read_parallel
-from simulmt.data.tokenizer import Tokenizer, seed_sampling
+from simulmt.data.tokenizer import Tokenizer
 from simulmt.model.checkpoint import (
     CheckpointError,
     load_checkpoint,
@@ -188,14 +189,15 @@ class Trainer:
         alpha = self.cfg.subword_alpha
         if alpha:
             started = time.time()
-            seed_sampling((self.cfg.seed * 104_729 + epoch) % 2**32)
+            rng = random.Random(self.cfg.seed * 104_729 + epoch)
             sample, tok = self.tok.sample, self.tok
             examples = []
             for e in self.segmented:
                 src, tgt = self.pairs[e.line]
-                asr = sample(recognizer_view(src), alpha=alpha) if e.asr else []
+                asr = sample(recognizer_view(src), alpha=alpha, rng=rng) if e.asr else []
                 examples.append(resegmented(
-                    e, src=sample(src, alpha=alpha), tgt=sample(tgt, alpha=alpha), asr=asr,
+                    e, src=sample(src, alpha=alpha, rng=rng),
+                    tgt=sample(tgt, alpha=alpha, rng=rng), asr=asr,
                     is_word_start=tok.is_word_start, max_len=self.cfg.max_len))
             log.info("epoch %d: subword draws for %d pairs in %.0f s", epoch, len(examples),
                      time.time() - started)
