@@ -20,6 +20,7 @@ import re
 import shutil
 from pathlib import Path
 
+from simulmt.data.build import write_atomic
 from simulmt.data.clean import Pair
 from simulmt.data.src_ding import REJECT, first_alternative, line_pairs, sub_entries
 
@@ -74,7 +75,7 @@ def record(out: Path, n: int) -> None:
     manifest["splits"]["train"] += n
     for name in ("train.de", "train.en", "train.source"):
         manifest["sha256"][name] = hashlib.sha256((out / name).read_bytes()).hexdigest()
-    path.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    write_atomic(path, json.dumps(manifest, indent=2) + "\n")  # as `simulmt data build` does
 
 
 def main() -> None:

@@ -204,8 +204,9 @@ class Trainer:
         return examples, bucket_batches(examples, max_tokens=self.cfg.max_tokens)
 
     def _use_epoch(self, epoch: int) -> None:
-        self.train, self.batches = [], []  # free the last draw before the next
-        self.train, self.batches = self._epoch_data(epoch)
+        if self.cfg.subword_alpha or not self.batches:  # else every epoch's data is the same
+            self.train, self.batches = [], []  # free the last draw before the next
+            self.train, self.batches = self._epoch_data(epoch)
         self.progress.n_batches = len(self.batches)
 
     def _batch(self, indices: list[int], step: int) -> Batch:
