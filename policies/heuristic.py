@@ -157,6 +157,59 @@ class Confidence(BasePolicy):
 
 
 @dataclass(frozen=True)
+class AdaptiveWaitK(BasePolicy):
+    """Wait-k policies composed by confidence (Zheng et al. 2020), with one model.
+
+    At lag l = src_read - tgt_written (source words ahead of the target words), WRITE when the
+    best next token's probability is at least rho - d * (l - k_min), else READ; READ always
+    below lag k_min, WRITE always from lag k_max on. The threshold falls as the lag grows, so
+    the policy runs at a low lag where the model is sure and waits (up to k_max) where it is
+    not; a flat threshold (`confidence`) has no such pull back toward a steady lag.
+    """
+
+    name: ClassVar[str] = "adaptive-wait-k"
+    needs: ClassVar[frozenset[Signal]] = frozenset({Signal.DISTRIBUTION})
+    paper: ClassVar[str] = ("Zheng, Zheng, Ma & Huang 2020, Simultaneous Translation Policies: "
+                            "From Fixed to Adaptive, ACL (arXiv:2004.13169)")
+
+    # the defaults are the best of a sweep on newstest2015 (README, "Adaptive policies"): with
+    # this model an early confident token is often wrong, so lag k_min needs certainty
+    rho: float = field(default=1.0, metadata={
+        "help": "probability of the best next token needed to WRITE at lag k_min (0 < rho <= 1)"})
+    d: float = field(default=0.1, metadata={
+        "help": "how much that threshold falls per word of lag above k_min (>= 0)"})
+    k_min: int = field(default=1, metadata={
+        "help": "lowest lag: READ whenever src_read < k_min + tgt_written (>= 1)"})
+    k_max: int = field(default=5, metadata={
+        "help": "highest lag: WRITE whenever src_read >= k_max + tgt_written (>= k_min)"})
+
+    def validate(self) -> None:
+        if not 0 < self.rho <= 1:
+            raise PolicyError(f"rho must be in (0, 1] (got {self.rho})")
+        if self.d < 0:
+            raise PolicyError(f"d must be >= 0 (got {self.d})")
+        _check_k_min(self.k_min)
+        if self.k_max < self.k_min:
+            raise PolicyError(f"k_max must be >= k_min={self.k_min} (got {self.k_max})")
+
+    def threshold(self, lag: int) -> float:
+        """The probability the best next token needs to WRITE at this lag."""
+        return self.rho - self.d * (lag - self.k_min)
+
+    def decide(self, obs: Observation) -> Action:
+        check_observation(obs)
+        if obs.source_finished:
+            return Action.WRITE
+        lag = obs.src_read - obs.tgt_written
+        if lag < self.k_min:
+            return Action.READ
+        if lag >= self.k_max:
+            return Action.WRITE
+        top = float(_log_probs(obs, self.name).max().exp())
+        return Action.WRITE if top >= self.threshold(lag) else Action.READ
+
+
+@dataclass(frozen=True)
 class LocalAgreement(BasePolicy):
     """Re-translation: commit the longest common prefix of the last n re-decodings.
 

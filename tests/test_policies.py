@@ -21,7 +21,13 @@ from simulmt.policies import (
     describe,
     load_policy,
 )
-from simulmt.policies.heuristic import Confidence, LocalAgreement, WaitIfDiff, WaitIfWorse
+from simulmt.policies.heuristic import (
+    AdaptiveWaitK,
+    Confidence,
+    LocalAgreement,
+    WaitIfDiff,
+    WaitIfWorse,
+)
 from simulmt.policies.registry import GROUP, build_registry, info
 from simulmt.policies.schedules import FullSentence, Schedule, WaitK
 from simulmt.policies.spec import split_spec
@@ -29,6 +35,7 @@ from simulmt.policies.spec import split_spec
 BUILTINS = {
     "full": FullSentence, "wait-k": WaitK, "schedule": Schedule, "wait-if-worse": WaitIfWorse,
     "wait-if-diff": WaitIfDiff, "confidence": Confidence, "local-agreement": LocalAgreement,
+    "adaptive-wait-k": AdaptiveWaitK,
 }
 
 
@@ -99,6 +106,7 @@ def test_load_policy(spec: str, expected: Policy) -> None:
     (Schedule(values="math:factorial"), "schedule:g=math:factorial"),
     (Confidence(threshold=0.6, k_min=2), "confidence:threshold=0.6,k_min=2"),
     (LocalAgreement(), "local-agreement:n=2,chunk=1"),
+    (AdaptiveWaitK(rho=1.0, d=0.1, k_max=5), "adaptive-wait-k:rho=1.0,d=0.1,k_min=1,k_max=5"),
 ])
 def test_canonical_spec(policy: Policy, spec: str) -> None:
     assert policy.spec() == spec
@@ -270,6 +278,8 @@ policies = st.one_of(
     st.builds(WaitIfDiff, k_min=st.integers(1, 9)),
     st.builds(WaitIfWorse, k_min=st.integers(1, 9)),
     st.builds(LocalAgreement, n=st.integers(1, 9)),
+    st.builds(AdaptiveWaitK, rho=st.floats(1e-6, 1.0), d=st.floats(0.0, 2.0),
+              k_min=st.integers(1, 4), k_max=st.integers(4, 20)),
 )
 
 

@@ -13,7 +13,7 @@ from simulmt.policies import Action, FixedSchedule, Observation, PolicyError, lo
 
 from simulmt.cli import main
 
-BUILTINS = ["confidence", "full", "local-agreement", "schedule", "wait-if-diff",
+BUILTINS = ["adaptive-wait-k", "confidence", "full", "local-agreement", "schedule", "wait-if-diff",
             "wait-if-worse", "wait-k"]
 EXAMPLE = "wait-k-stride"
 
@@ -77,7 +77,7 @@ def test_policies_unknown_name(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["policies", "wait-q"]) == 2
     err = capsys.readouterr().err
     assert "unknown policy 'wait-q'" in err
-    assert "available policies: alignatt, confidence, full" in err
+    assert "available policies: adaptive-wait-k, alignatt, confidence, full" in err
 
 
 def test_example_plugin_loads_by_spec(example_installed: None) -> None:

@@ -1,4 +1,5 @@
-"""Adaptive policies (confidence, wait-if-diff, wait-if-worse) and LocalAgreement."""
+"""Adaptive policies (confidence, adaptive-wait-k, wait-if-diff, wait-if-worse) and
+LocalAgreement."""
 
 from __future__ import annotations
 
@@ -17,7 +18,13 @@ from simulmt.policies import (
     Signal,
     load_policy,
 )
-from simulmt.policies.heuristic import Confidence, LocalAgreement, WaitIfDiff, WaitIfWorse
+from simulmt.policies.heuristic import (
+    AdaptiveWaitK,
+    Confidence,
+    LocalAgreement,
+    WaitIfDiff,
+    WaitIfWorse,
+)
 
 R, W = Action.READ, Action.WRITE
 
@@ -46,6 +53,34 @@ def obs(read: int = 3, written: int = 1, *, finished: bool = False, available: i
 ])
 def test_confidence_table(policy: Confidence, observation: Observation, action: Action) -> None:
     assert policy.decide(observation) is action
+
+
+@pytest.mark.parametrize(("read", "written", "top", "action"), [
+    (1, 1, 0.99, R),  # lag 0 < k_min: READ without looking at the model
+    (2, 1, 0.85, R),  # lag 1: needs rho = 0.9
+    (2, 1, 0.9, W),
+    (3, 1, 0.75, R),  # lag 2: needs 0.9 - 0.1 = 0.8
+    (3, 1, 0.81, W),
+    (4, 1, 0.71, W),  # lag 3: needs 0.7
+    (4, 1, 0.69, R),
+    (5, 1, 0.01, W),  # lag 4 = k_max: WRITE whatever the model says
+    (9, 2, 0.01, W),  # above k_max too
+])
+def test_adaptive_wait_k_thresholds_fall_with_the_lag(read: int, written: int, top: float,
+                                                      action: Action) -> None:
+    policy = AdaptiveWaitK(rho=0.9, d=0.1, k_min=1, k_max=4)
+    rest = (1 - top) / 2
+    assert policy.decide(obs(read, written, now=lp(top, rest, rest))) is action
+    assert policy.threshold(2) == pytest.approx(0.8)
+
+
+def test_adaptive_wait_k_with_k_min_above_one() -> None:
+    policy = AdaptiveWaitK(rho=0.5, d=0.0, k_min=3, k_max=5)
+    assert policy.decide(obs(4, 2, now=lp(0.99, 0.01))) is R  # lag 2 < k_min
+    assert policy.decide(obs(5, 2, now=lp(0.6, 0.4))) is W  # lag 3: threshold rho
+    assert policy.decide(obs(6, 2, now=lp(0.4, 0.3, 0.3))) is R  # lag 4: still rho (d = 0)
+    assert policy.decide(obs(7, 2, now=lp(0.1, 0.9))) is W  # lag 5 = k_max
+    assert policy.decide(obs(4, 2, finished=True, available=0, now=lp(0.1, 0.9))) is W
 
 
 @pytest.mark.parametrize(("now", "ahead", "diff", "worse"), [
@@ -81,7 +116,7 @@ def test_wait_if_missing_lookahead_with_word_available_is_an_error() -> None:
         WaitIfDiff().decide(obs(available=2, now=lp(0.9, 0.1), ahead=None))
 
 
-@pytest.mark.parametrize("policy", [Confidence(), WaitIfDiff(), WaitIfWorse()])
+@pytest.mark.parametrize("policy", [Confidence(), AdaptiveWaitK(), WaitIfDiff(), WaitIfWorse()])
 def test_missing_distribution_is_an_error(policy: Policy) -> None:
     with pytest.raises(PolicyError, match="needs Signal.DISTRIBUTION"):
         policy.decide(Observation(3, 1, False, 1, signals=None))
@@ -121,6 +156,12 @@ def test_declared_needs_and_modes() -> None:
     ("wait-if-diff:k_min=0", "k_min must be >= 1 (got 0)"),
     ("wait-if-worse:k_min=-2", "k_min must be >= 1"),
     ("local-agreement:n=0", "n must be >= 1 (got 0)"),
+    ("adaptive-wait-k:rho=0", "rho must be in (0, 1] (got 0.0)"),
+    ("adaptive-wait-k:rho=1.5", "rho must be in (0, 1]"),
+    ("adaptive-wait-k:rho=nan", "rho must be in (0, 1] (got nan)"),
+    ("adaptive-wait-k:d=-0.1", "d must be >= 0 (got -0.1)"),
+    ("adaptive-wait-k:k_min=0", "k_min must be >= 1 (got 0)"),
+    ("adaptive-wait-k:k_min=4,k_max=3", "k_max must be >= k_min=4 (got 3)"),
 ])
 def test_bad_adaptive_specs(spec: str, message: str) -> None:
     with pytest.raises(PolicyError) as err:
@@ -132,6 +173,8 @@ adaptive = st.one_of(
     st.builds(Confidence, threshold=st.floats(0.01, 0.99), k_min=st.integers(1, 4)),
     st.builds(WaitIfDiff, k_min=st.integers(1, 4)),
     st.builds(WaitIfWorse, k_min=st.integers(1, 4)),
+    st.builds(AdaptiveWaitK, rho=st.floats(0.01, 1.0), d=st.floats(0.0, 0.5),
+              k_min=st.integers(1, 3), k_max=st.integers(3, 6)),
 )
 
 
@@ -153,3 +196,13 @@ def test_adaptive_invariants(policy: Policy, seed: int, read: int, written: int,
     assert policy.decide(finished) is W
     if isinstance(policy, Confidence) and read >= k_min:
         assert (action is W) == (float(now.exp().max()) >= policy.threshold)
+    if isinstance(policy, AdaptiveWaitK):
+        lag = read - written
+        if lag < policy.k_min:
+            assert action is R  # never ahead of wait-k_min
+        elif lag >= policy.k_max:
+            assert action is W  # never behind wait-k_max
+        else:
+            assert (action is W) == (float(now.exp().max()) >= policy.threshold(lag))
+            # one word more read (a higher lag) never asks for more confidence
+            assert policy.threshold(lag + 1) <= policy.threshold(lag)

@@ -107,7 +107,14 @@ async def test_happy_path_matches_a_session_alone() -> None:
 
 
 @pytest.mark.parametrize(
-    "policy", ["alignatt:f=2", "confidence:threshold=0.5", "wait-if-worse", "local-agreement"]
+    "policy",
+    [
+        "alignatt:f=2",
+        "confidence:threshold=0.5",
+        "adaptive-wait-k:rho=0.6,d=0.2",
+        "wait-if-worse",
+        "local-agreement",
+    ],
 )
 async def test_adaptive_policies_through_the_server_match_a_session_alone(policy: str) -> None:
     """Policies that read the model's attention or distribution (and re-translation) decide the
