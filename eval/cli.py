@@ -165,6 +165,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="--segmentation auto: words the detector reads past a boundary (default 2)",
     )
     a(
+        "--keep-fillers",
+        action="store_true",
+        help="give hesitation sounds (äh, ähm, hm; dropped by default, as `serve` does) to the "
+        "model",
+    )
+    a(
         "--groups",
         type=Path,
         default=None,
@@ -249,6 +255,7 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
         loop_guard=args.loop_guard,
         segmentation=Segmentation(args.segmentation),
         lookahead=args.lookahead,
+        drop_fillers=not args.keep_fillers,
     )
 
 

@@ -27,6 +27,9 @@ class RunConfig:
     # comparable with earlier runs; auto (the boundary detector) is for unpunctuated streams
     segmentation: Segmentation = Segmentation.PUNCTUATION
     lookahead: int = 2  # auto: words the detector reads past a boundary before deciding
+    # hesitation sounds ("äh", "hm") never reach the model, as in `serve`; delays still count
+    # them (they are input words the speaker took time to say)
+    drop_fillers: bool = True
 
     def search_options(self) -> SearchOptions:
         return SearchOptions(

@@ -48,6 +48,7 @@ class _Track:
     reference: str
     record_displays: bool
     fed: int = 0  # source words given to the session
+    dropped: int = 0  # of those, hesitation fillers the session left out (`simulmt.fillers`)
     committed: list[str] = field(default_factory=list)  # committed words of the whole line
     delays: list[int] = field(default_factory=list)  # words received when each was written
     compute_ms: list[float] = field(default_factory=list)
@@ -58,7 +59,9 @@ class _Track:
     finished_ids: set[int] = field(default_factory=set)  # the session's finished sentence ids
 
     def feed_next(self, session: Session) -> None:
+        before = session.fillers_dropped
         session.feed(self.words[self.fed])
+        self.dropped += session.fillers_dropped - before
         self.fed += 1
         if self.fed == len(self.words):
             session.end_source()
@@ -84,10 +87,10 @@ class _Track:
             self.compute_now = 0.0
 
     def stats(self) -> SentenceStats:
-        if self.read_base != len(self.words):
+        if self.read_base + self.dropped != len(self.words):
             raise RuntimeError(
                 f"line {self.index}: sessions finished {self.read_base} of "
-                f"{len(self.words)} source words"
+                f"{len(self.words)} source words ({self.dropped} fillers left out)"
             )
         return SentenceStats(
             index=self.index,
@@ -159,6 +162,7 @@ def _run_pool(
                 tentative=track.record_displays,
                 segmentation=config.segmentation,
                 lookahead=config.lookahead,
+                drop_fillers=config.drop_fillers,
             )
             active.append((track, session))
         if not active:

@@ -49,6 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="auto only: words the detector reads past a boundary before deciding",
     )
     parser.add_argument(
+        "--keep-fillers",
+        action="store_true",
+        help="ask the server to translate hesitation sounds (äh, ähm, hm) too; it drops them "
+        "by default",
+    )
+    parser.add_argument(
         "--rate", type=float, default=2.5, help="source words per second (default 2.5; 0 = max)"
     )
     parser.add_argument(
@@ -116,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
                 on_message=view,
                 segmentation=args.segmentation,
                 lookahead=args.lookahead,
+                fillers="keep" if args.keep_fillers else None,
             )
         )
     except (OSError, TimeoutError) as e:

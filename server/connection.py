@@ -266,6 +266,7 @@ class _Factory:
             limits=self.limits,
             segmentation=segmentation,
             lookahead=self.start.lookahead if self.start.lookahead is not None else 2,
+            drop_fillers=self.start.drop_fillers,
         )
 
 

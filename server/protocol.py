@@ -31,6 +31,7 @@ FIELDS = {  # the fields each client message may carry in simulmt.v1
         "tgt_lang",
         "segmentation",
         "lookahead",
+        "fillers",
         "resume",
     ),
     "source": ("type", "text"),
@@ -125,6 +126,7 @@ class Start:
     # None: the server's default (auto when the model has a boundary detector, else punctuation)
     segmentation: Segmentation | None = None
     lookahead: int | None = None  # auto only: words the detector reads past a boundary
+    drop_fillers: bool = True  # "fillers": "drop" (default) or "keep" hesitation sounds
 
 
 @dataclass(frozen=True)
@@ -243,6 +245,13 @@ def _parse_start(data: Mapping[str, Any], *, default_policy: str, max_beam: int)
             ErrorCode.BAD_START, f"start.beam must be an integer in 1..{max_beam}, got {beam!r}"
         )
     segmentation, lookahead = _parse_segmentation(data)
+    fillers = data.get("fillers", "drop")
+    if fillers not in ("drop", "keep"):
+        raise ProtocolError(
+            ErrorCode.BAD_START,
+            f"start.fillers is {repr(fillers)[:40]}; accepted: 'drop' (hesitation sounds such "
+            "as äh, ähm, hm never reach the model; the default) or 'keep'",
+        )
     return Start(
         policy=policy.strip(),
         beam=beam,
@@ -252,6 +261,7 @@ def _parse_start(data: Mapping[str, Any], *, default_policy: str, max_beam: int)
         resume=_parse_resume(data.get("resume")),
         segmentation=segmentation,
         lookahead=lookahead,
+        drop_fillers=fillers == "drop",
     )
 
 

@@ -36,6 +36,7 @@ def start_message(
     *,
     segmentation: str | None = None,
     lookahead: int | None = None,
+    fillers: str | None = None,
 ) -> JsonDict:
     """The `start` frame; None leaves a field to the server's default."""
     msg: JsonDict = {"type": "start", "protocol": PROTOCOL, "beam": beam}
@@ -45,6 +46,8 @@ def start_message(
         msg["segmentation"] = segmentation
     if lookahead is not None:
         msg["lookahead"] = lookahead
+    if fillers is not None:
+        msg["fillers"] = fillers
     return msg
 
 
@@ -78,9 +81,10 @@ class StreamClient:
         max_attempts: int = 20,
         segmentation: str | None = None,
         lookahead: int | None = None,
+        fillers: str | None = None,
     ) -> None:
         self.url, self.policy, self.beam, self.token = url, policy, beam, token
-        self.segmentation, self.lookahead = segmentation, lookahead
+        self.segmentation, self.lookahead, self.fillers = segmentation, lookahead, fillers
         self.on_message = on_message
         self.reconnect, self.max_attempts = reconnect, max_attempts
         self.t0 = time.monotonic()
@@ -169,7 +173,11 @@ class StreamClient:
         async with connect(self._url(), additional_headers=headers, open_timeout=30) as ws:
             self.ws = ws
             start = start_message(
-                self.policy, self.beam, segmentation=self.segmentation, lookahead=self.lookahead
+                self.policy,
+                self.beam,
+                segmentation=self.segmentation,
+                lookahead=self.lookahead,
+                fillers=self.fillers,
             )
             if self.session is not None:
                 s = self.session
@@ -317,6 +325,7 @@ async def run_stream(
     reconnect: bool = True,
     segmentation: str | None = None,
     lookahead: int | None = None,
+    fillers: str | None = None,
 ) -> StreamLog:
     """Connect, `start`, send each item as a `source` message, `end`, and collect everything;
     resume (or start over) when the connection drops."""
@@ -329,5 +338,6 @@ async def run_stream(
         reconnect=reconnect,
         segmentation=segmentation,
         lookahead=lookahead,
+        fillers=fillers,
     )
     return await client.run(words)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from simulmt.display import Display
 from simulmt.engine import Engine
+from simulmt.fillers import filler_ends_sentence, is_filler
 from simulmt.model.state import StreamState
 from simulmt.policies.base import Policy
 from simulmt.policies.registry import load_policy
@@ -87,9 +88,13 @@ class Session:
         segmentation: Segmentation | str = Segmentation.PUNCTUATION,
         lookahead: int = 2,
         detector: BoundaryDetector | None = None,
+        drop_fillers: bool = True,
     ) -> None:
         """`tentative=False`: updates carry committed words only (no tentative tail is
         detokenized), for consumers that never show it (evaluation, subtitle files).
+
+        `drop_fillers`: hesitation sounds ("äh", "ähm", "hm"; `simulmt.fillers`) never reach
+        the model (a filler that ends a sentence, "äh.", still ends it in `punctuation` mode).
 
         `segmentation` says what ends a sentence (see `simulmt.sentences`); `auto` uses
         `detector`, or else the engine's boundary network read with `lookahead` words
@@ -103,6 +108,8 @@ class Session:
         self.clock = clock
         self.tentative = tentative
         self.segmentation = Segmentation.parse(segmentation)
+        self.drop_fillers = drop_fillers
+        self.fillers_dropped = 0  # hesitation sounds received and left out
         if self.segmentation is Segmentation.AUTO and detector is None:
             detector = make_detector(engine, lookahead=lookahead)
         self.warnings: list[str] = []  # human-readable notes about the input (unknown chars, cuts)
@@ -143,6 +150,11 @@ class Session:
                     f"({self.max_tokens}); nothing of this text was taken"
                 )
         for w, n in zip(words, sizes, strict=True):
+            if self.drop_fillers and is_filler(w):
+                self.fillers_dropped += 1
+                if self.segmentation is Segmentation.PUNCTUATION and filler_ends_sentence(w):
+                    self.cutter.end()
+                continue
             self.cutter.add(w, n)
         if words:
             self._wake()

@@ -61,6 +61,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="--segmentation auto: words the detector reads past a boundary (default 2)",
     )
     parser.add_argument(
+        "--keep-fillers",
+        action="store_true",
+        help="translate hesitation sounds (äh, ähm, hm) too; by default they are dropped",
+    )
+    parser.add_argument(
         "--model", type=Path, help="model folder (default: the bundled de→en model)"
     )
     parser.add_argument(
@@ -100,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
             options=opts,
             segmentation=segmentation,
             lookahead=args.segment_lookahead,
+            drop_fillers=not args.keep_fillers,
         )
     except (PolicyError, ValueError, OSError) as e:
         print(f"simulmt translate: {e}", file=sys.stderr)

@@ -74,6 +74,8 @@ START = {"type": "start", "protocol": PROTOCOL}
             json.dumps({**START, "segmentation": "client"}),
             Start(policy="wait-k:k=3", beam=1, segmentation=Segmentation.CLIENT),
         ),
+        (json.dumps({**START, "fillers": "keep"}), Start("wait-k:k=3", 1, drop_fillers=False)),
+        (json.dumps({**START, "fillers": "drop"}), Start("wait-k:k=3", 1, drop_fillers=True)),
     ],
 )
 def test_parse_accepts(frame: str, expected: object) -> None:
@@ -121,6 +123,8 @@ def test_unknown_fields_are_listed() -> None:
             "accepted: 'punctuation', 'client', 'auto'",
         ),
         (json.dumps({**START, "segmentation": 1}), ErrorCode.BAD_START, "accepted"),
+        (json.dumps({**START, "fillers": "remove"}), ErrorCode.BAD_START, "'drop'"),
+        (json.dumps({**START, "fillers": False}), ErrorCode.BAD_START, "or 'keep'"),
         (json.dumps({**START, "lookahead": -1}), ErrorCode.BAD_START, "integer in 0..8"),
         (json.dumps({**START, "lookahead": "2"}), ErrorCode.BAD_START, "integer in 0..8"),
         (
