@@ -113,3 +113,32 @@ async def test_the_server_drops_fillers_unless_the_client_keeps_them() -> None:
     sources = [[m["source"] for m in lg.messages if m["type"] == "final"] for lg in (dropped, kept)]
     assert sources[0] == ["Ich habe heute ein Buch gelesen .", ", wo ist der Bahnhof ?"]
     assert sources[1] == ["Ich habe äh heute ein Buch gelesen .", "Hm , wo ist der Bahnhof ?"]
+
+
+def test_the_benchmark_script_inserts_only_fillers_reproducibly() -> None:
+    """scripts/add_fillers.py (README's filler table): the original words in order, plus words
+    `is_filler` recognizes; the same seed gives the same file."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "add_fillers.py"
+    lines = "Ich habe heute ein Buch gelesen .\nWo ist der Bahnhof ?\n" * 50
+
+    def run(*args: str) -> list[str]:
+        done = subprocess.run([sys.executable, str(script), *args], input=lines,
+                              capture_output=True, text=True, check=True, timeout=60)
+        return done.stdout.splitlines()
+
+    out = run("--rate", "0.3", "--seed", "1")
+    assert out == run("--rate", "0.3", "--seed", "1") != run("--rate", "0.3", "--seed", "2")
+    added = 0
+    for original, noisy in zip(lines.splitlines(), out, strict=True):
+        kept = [w for w in noisy.split() if not is_filler(w)]
+        assert kept == original.split()
+        added += len(noisy.split()) - len(kept)
+    words = len(lines.split())
+    assert 0.2 * words < added < 0.4 * words
+    assert run("--rate", "0") == lines.splitlines()
+    bad = subprocess.run([sys.executable, str(script), "--rate", "1.5"], input="",
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--rate must be in [0, 1)" in bad.stderr
