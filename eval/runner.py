@@ -48,7 +48,6 @@ class _Track:
     reference: str
     record_displays: bool
     fed: int = 0  # source words given to the session
-    dropped: int = 0  # of those, hesitation fillers the session left out (`simulmt.fillers`)
     committed: list[str] = field(default_factory=list)  # committed words of the whole line
     delays: list[int] = field(default_factory=list)  # words received when each was written
     compute_ms: list[float] = field(default_factory=list)
@@ -59,9 +58,7 @@ class _Track:
     finished_ids: set[int] = field(default_factory=set)  # the session's finished sentence ids
 
     def feed_next(self, session: Session) -> None:
-        before = session.fillers_dropped
         session.feed(self.words[self.fed])
-        self.dropped += session.fillers_dropped - before
         self.fed += 1
         if self.fed == len(self.words):
             session.end_source()
@@ -86,11 +83,12 @@ class _Track:
             self.compute_base += self.compute_now
             self.compute_now = 0.0
 
-    def stats(self) -> SentenceStats:
-        if self.read_base + self.dropped != len(self.words):
+    def stats(self, fillers: int) -> SentenceStats:
+        """`fillers`: source words the line's session left out (`simulmt.fillers`)."""
+        if self.read_base + fillers != len(self.words):
             raise RuntimeError(
                 f"line {self.index}: sessions finished {self.read_base} of "
-                f"{len(self.words)} source words ({self.dropped} fillers left out)"
+                f"{len(self.words)} source words ({fillers} fillers left out)"
             )
         return SentenceStats(
             index=self.index,
@@ -185,7 +183,7 @@ def _run_pool(
                     f"line {track.index}: the session stalled after its source was complete"
                 )
             else:
-                done.append(track.stats())
+                done.append(track.stats(session.fillers_dropped))
                 if progress is not None:
                     progress(1)
         active = still

@@ -197,9 +197,9 @@ class AdaptiveWaitK(BasePolicy):
         return self.rho - self.d * (lag - self.k_min)
 
     def decide(self, obs: Observation) -> Action:
-        check_observation(obs)
-        if obs.source_finished:
-            return Action.WRITE
+        early = _before_model(obs, self.k_min)
+        if early is not None:
+            return early
         lag = obs.src_read - obs.tgt_written
         if lag < self.k_min:
             return Action.READ

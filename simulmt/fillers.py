@@ -11,19 +11,18 @@ from __future__ import annotations
 
 import re
 
+from simulmt.data.asr import recognizer_word
 from simulmt.words import ends_sentence
 
 __all__ = ["filler_ends_sentence", "is_filler"]
 
-_FILLER = re.compile(r"(?:ä+h+m*|ö+h+m*|e+h+m+|h+m+|m+h+m+)", re.IGNORECASE)
-_AROUND = ".,;:!?…\"'()[]»«„“”‚‘’-–—"
+_FILLER = re.compile(r"(?:ä+h+m*|ö+h+m*|e+h+m+|h+m+|m+h+m+)")  # lowercase, as a recognizer writes
 
 
 def is_filler(word: str) -> bool:
     """True for a whitespace-free word that is a hesitation sound, with or without
-    punctuation around it ("Äh,", "ähm...", "(hm)")."""
-    core = word.strip(_AROUND)
-    return bool(core) and _FILLER.fullmatch(core) is not None
+    punctuation around it ("Äh,", "ähm...", "(hm)"): its recognizer form is one."""
+    return _FILLER.fullmatch(recognizer_word(word)) is not None
 
 
 def filler_ends_sentence(word: str) -> bool:
