@@ -174,7 +174,9 @@ def test_read_documents_splits_at_blank_lines(tmp_path: Path) -> None:
     assert read_documents(tmp_path / "t.de") == [["Ein Satz.", "Noch einer."], ["Neues Dokument."]]
 
 
-def test_train_segmenter_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_train_segmenter_cli(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
     for name, seed, n in (("train", 0, 60), ("dev", 1, 10), ("test", 2, 10)):
         docs = synthetic_documents(n, seed)
         (tmp_path / f"{name}.de").write_text("\n\n".join("\n".join(d) for d in docs) + "\n")
@@ -227,6 +229,23 @@ def test_train_segmenter_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     )
     again = json.loads(capsys.readouterr().out)
     assert again["f1_asr"][1]["f1"] == pytest.approx(report["f1_asr"][1]["f1"], abs=0.02)
+    # a hand-set threshold is written into the file (and recorded), the other heads kept;
+    # the extreme one marks every word a boundary, so recall is 1 and precision falls
+    rescore = ["train-segmenter", "--out", str(out), "--score-only",
+               "--test-text", str(tmp_path / "test.de"), "--json"]
+    assert main([*rescore, "--set-threshold", "2=0.01"]) == 0
+    low = json.loads(capsys.readouterr().out)
+    assert low["thresholds"][2] == 0.01
+    assert [t for i, t in enumerate(low["thresholds"]) if i != 2] == [
+        t for i, t in enumerate(again["thresholds"]) if i != 2]
+    assert low["f1_asr"][1]["recall"] == 1.0 and low["f1_asr"][1]["f1"] < again["f1_asr"][1]["f1"]
+    net, meta = load_segmenter(out)
+    assert float(net.thresholds[2]) == pytest.approx(0.01) and meta["thresholds_set"] == {"2": 0.01}
+    for bad in ("2=1.5", "9=0.3", "two=0.3", "2"):
+        caplog.clear()
+        assert main([*rescore, "--set-threshold", bad]) == 2
+        assert f"--set-threshold {bad!r}: expected LOOKAHEAD=P" in caplog.text
+    assert float(load_segmenter(out)[0].thresholds[2]) == pytest.approx(0.01)  # file untouched
     assert main(["train-segmenter", "--out", str(tmp_path / "x.pt")]) == 2  # no training text
     out.write_bytes(b"garbage")
     assert main(["train-segmenter", "--out", str(out), "--score-only"]) == 2

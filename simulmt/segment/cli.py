@@ -17,6 +17,7 @@ import json
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 from tqdm import tqdm
@@ -71,6 +72,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--seed", type=int, default=FitConfig.seed)
     a("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     a("--score-only", action="store_true", help="score the existing --out file, no training")
+    a(
+        "--set-threshold",
+        action="append",
+        default=[],
+        metavar="LOOKAHEAD=P",
+        help="decision threshold of one lookahead head, instead of the dev-tuned F1 optimum "
+        "(repeatable; with --score-only the --out file is rewritten with it)",
+    )
     a("--json", action="store_true", help="print the report as one JSON object")
     a("--no-progress", action="store_true")
 
@@ -127,11 +136,33 @@ def _train(args: argparse.Namespace, buckets: int) -> SegmenterNet:
     return net
 
 
+def parse_thresholds(items: list[str], max_lookahead: int) -> dict[int, float]:
+    """`--set-threshold` values ("2=0.25") as {lookahead: threshold}, or ValueError."""
+    out: dict[int, float] = {}
+    for item in items:
+        head, sep, value = item.partition("=")
+        try:
+            lk, p = int(head), float(value)
+        except ValueError:
+            lk, p = -1, -1.0
+        if not sep or not 0 <= lk <= max_lookahead or not 0.0 < p < 1.0:
+            raise ValueError(
+                f"--set-threshold {item!r}: expected LOOKAHEAD=P with LOOKAHEAD in "
+                f"0..{max_lookahead} and P in (0, 1), e.g. 2=0.25"
+            )
+        out[lk] = p
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     try:
         if args.score_only:
             net, meta = load_segmenter(args.out)
+            chosen = parse_thresholds(args.set_threshold, net.cfg.max_lookahead)
+            if chosen:
+                _set_thresholds(net, chosen, meta)
+                save_segmenter(args.out, net, meta=meta)
         else:
             net, meta = _train(args, args.buckets), {}
         dev_docs = _documents(args, args.dev_text, "dev")
@@ -145,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
                 "dev": [str(p) for p in args.dev_text],
                 "steps": args.steps,
             }
+            _set_thresholds(net, parse_thresholds(args.set_threshold, net.cfg.max_lookahead),
+                            meta)
             save_segmenter(args.out, net, meta=meta)
         report = _report(args, net)
     except (FileNotFoundError, ValueError, SegmenterError) as e:
@@ -157,6 +190,17 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_report(report)
     return 0
+
+
+def _set_thresholds(net: SegmenterNet, chosen: dict[int, float], meta: dict[str, Any]) -> None:
+    """Set heads' thresholds by hand; the file's metadata records which were set."""
+    for lk, p in chosen.items():
+        net.thresholds[lk] = p
+        log.info("lookahead %d: threshold set to %.2f", lk, p)
+    if chosen:
+        manual = dict(meta.get("thresholds_set", {}))
+        manual.update({str(lk): p for lk, p in chosen.items()})
+        meta["thresholds_set"] = manual
 
 
 def _report(args: argparse.Namespace, net: SegmenterNet) -> dict[str, object]:
