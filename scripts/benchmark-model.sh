@@ -8,7 +8,8 @@
 # SETS=dev measures on the dev sets instead, to choose between candidate models without touching
 # a test set: newstest2013 every 10th line (300, the news dev set) and the corpus's dev split
 # every 20th line (per source), into OUT_DIR/MODEL_NAME.jsonl as well (give it another OUT_DIR);
-# VIEWS="text" skips the recognizer view (default "text asr").
+# VIEWS="text" skips the recognizer view (default "text asr"); ONLY="newstest2015" measures only
+# the named sets (space-separated) of the chosen SETS.
 # EVAL_FLAGS go to every `simulmt eval` (e.g. what `simulmt serve` runs by default: the line
 # above); run once without and once with them (into another OUT_DIR) to show both.
 # Writes one JSON line per (test set, view, policy) into OUT_DIR/MODEL_NAME.jsonl, each with
@@ -38,6 +39,14 @@ if [ "${SETS:-test}" = dev ]; then
   for f in de en; do awk 'NR % 10 == 1' "$NEWS/newstest2013.$f" > "$nt13.$f"; done
   for f in de en source; do awk 'NR % 20 == 1' "$CORPUS/dev.$f" > "$dev.$f"; done
   sets=("newstest2013-1in10:$nt13.de:$nt13.en:" "dev-1in20:$dev.de:$dev.en:$dev.source")
+fi
+if [ -n "${ONLY:-}" ]; then
+  chosen=()
+  for entry in "${sets[@]}"; do
+    for want in $ONLY; do [ "${entry%%:*}" = "$want" ] && chosen+=("$entry"); done
+  done
+  [ ${#chosen[@]} -gt 0 ] || { echo "ONLY=$ONLY names none of: ${sets[*]%%:*}" >&2; exit 2; }
+  sets=("${chosen[@]}")
 fi
 read -r -a views <<< "${VIEWS:-text asr}"
 : > "$OUT/$name.jsonl"

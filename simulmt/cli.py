@@ -15,6 +15,7 @@ COMMANDS: dict[str, str] = {
     "train": "simulmt.train.cli",
     "translate": "simulmt.translate",
     "export": "simulmt.export",
+    "soup": "simulmt.soup",
     "policies": "simulmt.policies.cli",
     "eval": "simulmt.eval.cli",
     "plot": "simulmt.eval.plot_cli",

@@ -17,6 +17,7 @@ from simulmt.engine import Engine, _tiny_pairs
 from simulmt.export import export
 from simulmt.model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
 from simulmt.session import Session
+from simulmt.soup import parse_weights, soup
 from simulmt.train.batches import Batch, target_words
 from simulmt.train.config import TrainConfig
 from simulmt.train.loop import Trainer
@@ -218,6 +219,46 @@ def test_export_and_load_as_engine(data_dir: Path, tmp_path: Path) -> None:
         Engine.load(tmp_path / "nowhere")
 
 
+def test_soup_is_the_weighted_mean_of_fine_tunes_and_refuses_strangers(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    Trainer(tiny_config(data_dir, tmp_path / "run", max_steps=9)).run()
+    a, b = tmp_path / "a", tmp_path / "b"
+    export(tmp_path / "run", a, average=1, fp16=False)
+    export(tmp_path / "run", b, average=3, fp16=False)
+    wa, wb = (load_checkpoint(f / "model.pt")["model"] for f in (a, b))
+    assert not torch.equal(wa["embed.weight"], wb["embed.weight"])
+    soup([a, b], tmp_path / "s", weights=parse_weights("3,1", 2), fp16=False)
+    mixed = load_checkpoint(tmp_path / "s" / "model.pt")
+    for key, value in mixed["model"].items():
+        torch.testing.assert_close(value, 0.75 * wa[key] + 0.25 * wb[key])
+    assert [x["weight"] for x in mixed["meta"]["soup"]] == [0.75, 0.25]
+    ups = Session(Engine.load(tmp_path / "s"), policy="wait-k:k=2").push("Ich habe ein Buch .")
+    assert ups[-1].final
+    # an ingredient of weight 0 adds nothing: the soup is the other model, bit for bit
+    soup([a, b], tmp_path / "only-a", weights=parse_weights("1,0", 2), fp16=False)
+    only_a = load_checkpoint(tmp_path / "only-a" / "model.pt")["model"]
+    assert all(torch.equal(only_a[k], wa[k]) for k in wa)
+    # another architecture is refused with a message, and nothing is written
+    Trainer(tiny_config(data_dir, tmp_path / "run2", max_steps=3, **{"model.d_ff": 48})).run()
+    export(tmp_path / "run2", tmp_path / "other")
+    with pytest.raises(CheckpointError, match="another architecture"):
+        soup([a, tmp_path / "other"], tmp_path / "bad")
+    assert not (tmp_path / "bad").exists()
+    from simulmt.cli import main
+
+    def cli(*flags: str) -> int:
+        return main(["soup", *flags, "--out", str(tmp_path / "bad")])
+
+    assert cli("--model", str(a), "--model", str(b), "--weights", "1,x") == 2
+    assert "expected numbers separated by commas" in capsys.readouterr().err
+    assert cli("--model", str(a), "--model", str(b), "--weights", "1") == 2
+    assert "1 values for 2 models" in capsys.readouterr().err
+    assert cli("--model", str(a), "--model", str(tmp_path / "none")) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
+
+
 def test_warm_start_from_model_folder(data_dir: Path, tmp_path: Path) -> None:
     Trainer(tiny_config(data_dir, tmp_path / "run", max_steps=6)).run()
     export(tmp_path / "run", tmp_path / "model")
@@ -325,11 +366,14 @@ def test_sigterm_saves_and_stops(data_dir: Path, tmp_path: Path) -> None:
 def test_distilled_targets_replace_references_line_by_line(data_dir: Path, tmp_path: Path) -> None:
     pairs = _tiny_pairs()
     teacher = tmp_path / "train.distill.en"
-    teacher.write_text("".join(f"{t} again\n" if i % 2 else "\n" for i, (_, t) in
-                               enumerate(pairs)), encoding="utf-8")
+    teacher.write_text(
+        "".join(f"{t} again\n" if i % 2 else "\n" for i, (_, t) in enumerate(pairs)),
+        encoding="utf-8",
+    )
     trainer = Trainer(tiny_config(data_dir, tmp_path / "run", distill=str(teacher)))
-    expected = [trainer.tok.encode(f"{t} again" if i % 2 else t) for i, (_, t) in
-                enumerate(pairs)]  # an empty teacher line keeps the reference
+    expected = [
+        trainer.tok.encode(f"{t} again" if i % 2 else t) for i, (_, t) in enumerate(pairs)
+    ]  # an empty teacher line keeps the reference
     assert sorted(list(e.tgt) for e in trainer.train) == sorted(expected)
     teacher.write_text("one line\n", encoding="utf-8")
     with pytest.raises(ValueError, match="has 1 lines but the training split has"):
@@ -404,8 +448,9 @@ def test_cooldown_takes_the_learning_rate_to_zero_at_max_steps(
         lr_factor(800, 100) * 0.5
     )
     assert lr_factor(1000, 100, cooldown=400, max_steps=1000) == 0.0
-    trainer = Trainer(tiny_config(data_dir, tmp_path / "run", max_steps=8, cooldown=4,
-                                  eval_every=100))
+    trainer = Trainer(
+        tiny_config(data_dir, tmp_path / "run", max_steps=8, cooldown=4, eval_every=100)
+    )
     lrs: list[float] = []
     update = trainer._update
 
