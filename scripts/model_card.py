@@ -47,7 +47,6 @@ def model_rows(folder: Path) -> tuple[str, list[tuple[str, str]]]:
               if (folder / f).exists()]
     ks = ", ".join("full" if k == 0 else str(k) for k in tc.get("wait_k", []))
     upsample = tc.get("upsample") or {}
-    hours = meta.get("train_hours") or 0
     rows = [
         ("task", f"{meta['src']} → {meta['tgt']} simultaneous translation (prefix-to-prefix)"),
         ("architecture", f"Transformer, causal encoder {mc['enc_layers']} layers, decoder "
@@ -69,32 +68,53 @@ def model_rows(folder: Path) -> tuple[str, list[tuple[str, str]]]:
                          + (", bf16 autocast" if tc.get("bf16") else "")
                          + (", upsampled: " + ", ".join(f"{k} ×{v}" for k, v in upsample.items())
                             if upsample else "")),
-        ("training", f"{meta['steps']:,} updates"
-                     + (f", {hours:.1f} h wall on {tc.get('threads')} CPU threads" if hours
-                        else "")
-                     + "; shipped: the average of " + ", ".join(meta.get("averaged", []))),
+        ("training", training_row(meta, tc)),
     ]
     return str(meta["name"]), rows
 
 
-def data_rows(corpus: Path) -> tuple[str, list[str]]:
-    """The data summary line and a table row per source (pairs, licence, origin)."""
-    manifest = json.loads((corpus / "manifest.json").read_text(encoding="utf-8"))
-    splits = manifest["splits"]
+def training_row(meta: dict[str, Any], tc: dict[str, Any]) -> str:
+    """Updates, hours and what was shipped: a checkpoint average, or a soup of fine-tunes."""
+    hours = meta.get("train_hours") or 0
+    if soup := meta.get("soup"):
+        parts = [f"`{x['model']}` ({x['weight']:.2f}; {int(x.get('steps', 0)):,} updates, "
+                 f"{float(x.get('train_hours', 0)):.1f} h)" for x in soup]
+        return ("shipped: the weighted mean of the weights (a model soup, `simulmt soup`) of "
+                + ", ".join(parts) + f"; {hours:.1f} h wall in all on {tc.get('threads')} CPU "
+                "threads (the settings above are the first ingredient's; the fine-tunes' are in "
+                "the notes below)")
+    return (f"{meta['steps']:,} updates"
+            + (f", {hours:.1f} h wall on {tc.get('threads')} CPU threads" if hours else "")
+            + "; shipped: the average of " + ", ".join(meta.get("averaged", [])))
+
+
+def data_rows(corpora: list[Path]) -> tuple[str, list[str]]:
+    """The data summary line and a table row per source (pairs, licence, origin). The first
+    corpus is the main one; a later one (a fine-tune's) adds the sources the first lacks."""
+    manifests = [json.loads((c / "manifest.json").read_text(encoding="utf-8")) for c in corpora]
+    splits = manifests[0]["splits"]
     summary = (f"{splits['train']:,} training pairs, dev {splits['dev']:,}, test "
                f"{splits['test']:,}; dev and test held out by document")
+    sources: dict[str, tuple[dict[str, Any], str]] = {}
+    for corpus, manifest in zip(corpora, manifests, strict=True):
+        for name, src in manifest["sources"].items():
+            sources.setdefault(name, (src, "" if corpus == corpora[0] else corpus.name))
+    if len(corpora) > 1:
+        summary += ("; sources marked with a corpus name were only in that fine-tune's corpus "
+                    "(no dev or test of their own)")
     rows = []
-    for name, src in manifest["sources"].items():
+    for name, (src, extra) in sources.items():
         origin = src.get("package", "")
         if files := src.get("files"):
             origin = "; ".join(f"`{Path(f['file']).name}` ({f['lines']:,} lines, sha256 "
                                f"{f['sha256'][:12]}…)" for f in files)
-        rows.append(f"| {name} | {src['train']:,} | {src['dev']:,} | {src['test']:,} | "
+        label = f"{name} ({extra})" if extra else name
+        rows.append(f"| {label} | {src['train']:,} | {src['dev']:,} | {src['test']:,} | "
                     f"{src.get('licence', '?')} | {origin} |")
     return summary, rows
 
 
-def card(*, model: Path, corpus: Path, results: Path, previous: Path | None,
+def card(*, model: Path, corpus: list[Path], results: Path, previous: Path | None,
          notes: Path | None) -> str:
     name, rows = model_rows(model)
     summary, sources = data_rows(corpus)
@@ -124,7 +144,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", type=Path, required=True, help="the released model folder")
-    p.add_argument("--corpus", type=Path, required=True, help="the corpus it was trained on")
+    p.add_argument("--corpus", type=Path, required=True, action="append",
+                   help="the corpus it was trained on (repeat: a fine-tune's corpus adds the "
+                        "sources the first lacks)")
     p.add_argument("--results", type=Path, required=True,
                    help="its scripts/benchmark-model.sh JSON lines")
     p.add_argument("--previous", type=Path, help="the previous release's, to show beside")

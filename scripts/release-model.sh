@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # How the bundled model and README's results were produced from a training run:
-#   [EVAL_CORPUS=DIR] [EVAL_FLAGS=...] scripts/release-model.sh RUN_DIR [CORPUS_DIR]
+#   [EVAL_CORPUS=DIR] [EVAL_FLAGS=...] scripts/release-model.sh RUN_DIR|MODEL_DIR [CORPUS_DIR]
 # 1. export (average of the last $AVERAGE (2) checkpoints, fp16) into simulmt/models/de-en,
 #    named $NAME (default: simulmt-<run folder>, e.g. simulmt-de-en-base for runs/de-en-base);
+#    a model folder (one with model.pt, e.g. a `simulmt soup`) is copied instead, its name kept;
 #    the sentence-boundary detector segmenter.pt stays as it is: it reads hashed source words,
 #    not the translation model (docs/SEGMENTER.md)
 # 2. train the learned read/write policy on it
@@ -18,7 +19,11 @@ BIN=${BIN:-.venv/bin}
 M=simulmt/models/de-en
 mkdir -p cache docs
 NAME=${NAME:-simulmt-$(basename "$(realpath "$RUN")")}
-$BIN/simulmt export --run "$RUN" --out $M --average "${AVERAGE:-2}" --name "$NAME"
+if [ -f "$RUN/model.pt" ]; then
+  cp "$RUN/model.pt" "$RUN/spm.model" "$RUN/config.json" $M/
+else
+  $BIN/simulmt export --run "$RUN" --out $M --average "${AVERAGE:-2}" --name "$NAME"
+fi
 # the learned policy: word-level oracle on the model's own full-sentence translations (top-1,
 # a word only once the next one's first token is predicted too; 4000 pairs), then one DAgger
 # round of that policy on 2000 pairs (README, "Adaptive policies")

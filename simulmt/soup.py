@@ -99,8 +99,15 @@ def soup(
         "src": metas[0].get("src", "de"),
         "tgt": metas[0].get("tgt", "en"),
         "steps": max(int(m.get("steps", 0)) for m in metas),
+        # each fine-tune's hours are its own run's, so the sum is the compute of the whole soup
+        "train_hours": round(sum(float(m.get("train_hours", 0.0)) for m in metas), 2),
         "soup": [
-            {"model": str(m.get("name", f.name)), "weight": round(w, 6), "steps": m.get("steps", 0)}
+            {
+                "model": str(m.get("name", f.name)),
+                "weight": round(w, 6),
+                "steps": m.get("steps", 0),
+                "train_hours": m.get("train_hours", 0.0),
+            }
             for f, m, w in zip(folders, metas, ws, strict=True)
         ],
     }

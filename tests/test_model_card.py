@@ -19,12 +19,10 @@ def row(model: str, set_: str, view: str, policy: str, bleu: float, **extra: obj
                        "bleu_signature": "nrefs:1|tok:13a", **extra})
 
 
-def test_the_card_states_the_recorded_facts(tmp_path: Path) -> None:
-    model = tmp_path / "de-en"
+def write_model(model: Path, meta: dict[str, object]) -> None:
     model.mkdir()
     torch.save({
-        "meta": {"name": "simulmt-de-en-base", "src": "de", "tgt": "en", "steps": 12345,
-                 "averaged": ["step-12000.pt", "step-12345.pt"], "train_hours": 9.5},
+        "meta": meta,
         "model_config": {"vocab_size": 16000, "d_model": 384, "n_heads": 6, "enc_layers": 5,
                          "dec_layers": 3, "d_ff": 1536, "tie_embeddings": True},
         "model": {"w": torch.zeros(1000, 22, dtype=torch.float16),
@@ -37,6 +35,12 @@ def test_the_card_states_the_recorded_facts(tmp_path: Path) -> None:
                          "upsample": {"europarl": 4}, "subword_alpha": 0.3},
     }, model / "model.pt")
     (model / "spm.model").write_bytes(b"x" * 1000)
+
+
+def test_the_card_states_the_recorded_facts(tmp_path: Path) -> None:
+    model = tmp_path / "de-en"
+    write_model(model, {"name": "simulmt-de-en-base", "src": "de", "tgt": "en", "steps": 12345,
+                        "averaged": ["step-12000.pt", "step-12345.pt"], "train_hours": 9.5})
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "manifest.json").write_text(json.dumps({
@@ -80,3 +84,31 @@ def test_the_card_states_the_recorded_facts(tmp_path: Path) -> None:
     assert "| text | `full` | de-en-small | – | – |" in out
     assert "BLEU signature: `nrefs:1|tok:13a`" in out
     assert out.rstrip().endswith("News is outside its domains.")
+
+
+def test_a_soup_card_names_its_ingredients_and_their_extra_data(tmp_path: Path) -> None:
+    model = tmp_path / "soup"
+    write_model(model, {"name": "v2", "src": "de", "tgt": "en", "steps": 12002,
+                        "train_hours": 10.66, "soup": [
+                            {"model": "base", "weight": 0.5, "steps": 11002, "train_hours": 9.34},
+                            {"model": "names", "weight": 0.5, "steps": 12002,
+                             "train_hours": 1.32}]})
+    main, extra = tmp_path / "corpus", tmp_path / "corpus-names"
+    for folder, sources in ((main, {"ding": 400}), (extra, {"ding": 400, "namecopy": 50})):
+        folder.mkdir()
+        (folder / "manifest.json").write_text(json.dumps({
+            "splits": {"train": sum(sources.values()), "dev": 20, "test": 30},
+            "sources": {name: {"train": n, "dev": 0, "test": 0, "licence": "L"}
+                        for name, n in sources.items()}}), encoding="utf-8")
+    results = tmp_path / "v2.jsonl"
+    results.write_text(row("v2", "own", "text", "full", 25.5) + "\n")
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "scripts/model_card.py"), "--model", str(model), "--corpus",
+         str(main), "--corpus", str(extra), "--results", str(results)],
+        capture_output=True, text=True, check=True).stdout
+    assert "the weighted mean of the weights (a model soup, `simulmt soup`) of `base` (0.50; " \
+           "11,002 updates, 9.3 h), `names` (0.50; 12,002 updates, 1.3 h); 10.7 h wall in " \
+           "all" in out
+    assert "400 training pairs" in out  # the main corpus's
+    assert "| ding | 400 |" in out and "| namecopy (corpus-names) | 50 |" in out
+    assert out.count("| ding") == 1

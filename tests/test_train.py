@@ -233,6 +233,8 @@ def test_soup_is_the_weighted_mean_of_fine_tunes_and_refuses_strangers(
     for key, value in mixed["model"].items():
         torch.testing.assert_close(value, 0.75 * wa[key] + 0.25 * wb[key])
     assert [x["weight"] for x in mixed["meta"]["soup"]] == [0.75, 0.25]
+    hours = [load_checkpoint(f / "model.pt")["meta"]["train_hours"] for f in (a, b)]
+    assert mixed["meta"]["train_hours"] == pytest.approx(sum(hours), abs=0.01)
     ups = Session(Engine.load(tmp_path / "s"), policy="wait-k:k=2").push("Ich habe ein Buch .")
     assert ups[-1].final
     # an ingredient of weight 0 adds nothing: the soup is the other model, bit for bit
