@@ -69,6 +69,11 @@ def soup(
     if len(folders) < 2:
         raise ValueError("a soup needs at least two model folders")
     ws = weights if weights is not None else [1.0 / len(folders)] * len(folders)
+    if len(ws) != len(folders) or abs(sum(ws) - 1.0) > 1e-6:
+        raise ValueError(
+            f"{len(ws)} weights (sum {sum(ws)}) for {len(folders)} models: "
+            "give one per model, summing to 1 (parse_weights normalises)"
+        )
     payloads = [load_checkpoint(f / "model.pt") for f in folders]
     first = payloads[0]
     for folder, p in zip(folders[1:], payloads[1:], strict=True):

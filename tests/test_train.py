@@ -246,6 +246,8 @@ def test_soup_is_the_weighted_mean_of_fine_tunes_and_refuses_strangers(
     export(tmp_path / "run2", tmp_path / "other")
     with pytest.raises(CheckpointError, match="another architecture"):
         soup([a, tmp_path / "other"], tmp_path / "bad")
+    with pytest.raises(ValueError, match="give one per model"):
+        soup([a, b], tmp_path / "bad", weights=[1.0])
     assert not (tmp_path / "bad").exists()
     from simulmt.cli import main
 
