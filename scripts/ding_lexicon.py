@@ -14,14 +14,12 @@ skipped, so no held-out pair's words come back through the lexicon. Tried in iss
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import re
-import shutil
 from pathlib import Path
 
-from simulmt.data.build import write_atomic
 from simulmt.data.clean import Pair
+from simulmt.data.extend import extend_corpus
 from simulmt.data.src_ding import REJECT, first_alternative, line_pairs, sub_entries
 
 _SENTENCE_END = re.compile(r"[.!?]$")
@@ -61,23 +59,6 @@ def lexicon_pairs(lines: list[str], held: set[str]) -> tuple[list[Pair], int]:
     return pairs, skipped
 
 
-def record(out: Path, n: int) -> None:
-    """The manifest of `out` with the lexicon as a source of its own (its pairs, Ding's package
-    and licence) and the training files' new sizes and checksums: the model card reads it."""
-    path = out / "manifest.json"
-    manifest = json.loads(path.read_text(encoding="utf-8"))
-    ding = manifest["sources"]["ding"]
-    manifest["sources"]["dinglex"] = {
-        "train": n, "dev": 0, "test": 0, "package": ding.get("package", ""),
-        "licence": ding.get("licence", "?"),
-        "note": "word and phrase entries of the Ding dictionary (scripts/ding_lexicon.py)",
-    }
-    manifest["splits"]["train"] += n
-    for name in ("train.de", "train.en", "train.source"):
-        manifest["sha256"][name] = hashlib.sha256((out / name).read_bytes()).hexdigest()
-    write_atomic(path, json.dumps(manifest, indent=2) + "\n")  # as `simulmt data build` does
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--corpus", type=Path, required=True)
@@ -86,16 +67,11 @@ def main() -> None:
     args = parser.parse_args()
     lines = args.dict.read_text(encoding="utf-8").splitlines()
     pairs, skipped = lexicon_pairs(lines, heldout_sentences(args.corpus))
-    args.out.mkdir(parents=True, exist_ok=True)
-    for f in args.corpus.iterdir():
-        if f.is_file():
-            shutil.copy(f, args.out / f.name)
-    for lang, side in (("de", 0), ("en", 1)):
-        with (args.out / f"train.{lang}").open("a", encoding="utf-8") as out:
-            out.writelines(p[side] + "\n" for p in pairs)
-    with (args.out / "train.source").open("a", encoding="utf-8") as out:
-        out.writelines("dinglex\n" for _ in pairs)
-    record(args.out, len(pairs))
+    manifest = json.loads((args.corpus / "manifest.json").read_text(encoding="utf-8"))
+    ding = manifest["sources"]["ding"]
+    extend_corpus(args.corpus, args.out, pairs, source="dinglex",
+                  package=ding.get("package", ""), licence=ding.get("licence", "?"),
+                  note="word and phrase entries of the Ding dictionary (scripts/ding_lexicon.py)")
     print(f"{len(pairs)} lexicon pairs added to {args.out}/train.*; "
           f"{skipped} dictionary lines skipped (their sentences are held out)")
 

@@ -18,16 +18,13 @@ test are copied unchanged. WORDLIST is `usr/share/dict/american-english-large` o
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import random
 import re
-import shutil
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from simulmt.data.build import write_atomic
+from simulmt.data.extend import extend_corpus
 from simulmt.data.names import WORD, copied_words
 
 NAMED_SOURCES = ("tatoeba", "bible", "wesnoth", "europarl")
@@ -103,21 +100,6 @@ def augmented(pairs: Iterable[tuple[str, str, str]], maker: NameMaker,
     return out
 
 
-def record(out: Path, n: int, package: str) -> None:
-    """The manifest of `out` with the swapped pairs as a source of their own."""
-    path = out / "manifest.json"
-    manifest = json.loads(path.read_text(encoding="utf-8"))
-    manifest["sources"]["namecopy"] = {
-        "train": n, "dev": 0, "test": 0, "package": package,
-        "licence": "derived from the training pairs above; names from SCOWL (permissive)",
-        "note": "training pairs with their names swapped (scripts/name_swap.py)",
-    }
-    manifest["splits"]["train"] += n
-    for name in ("train.de", "train.en", "train.source"):
-        manifest["sha256"][name] = hashlib.sha256((out / name).read_bytes()).hexdigest()
-    write_atomic(path, json.dumps(manifest, indent=2) + "\n")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--corpus", type=Path, required=True)
@@ -134,16 +116,9 @@ def main() -> None:
     maker = NameMaker(proper_nouns(args.words.read_text(encoding="utf-8").splitlines()),
                       rng=random.Random(args.seed), avoid=corpus_words)
     pairs = augmented(zip(de, en, source, strict=True), maker, args.copies)
-    args.out.mkdir(parents=True, exist_ok=True)
-    for f in args.corpus.iterdir():
-        if f.is_file():
-            shutil.copy(f, args.out / f.name)
-    for lang, side in (("de", 0), ("en", 1)):
-        with (args.out / f"train.{lang}").open("a", encoding="utf-8") as out:
-            out.writelines(p[side] + "\n" for p in pairs)
-    with (args.out / "train.source").open("a", encoding="utf-8") as out:
-        out.writelines("namecopy\n" for _ in pairs)
-    record(args.out, len(pairs), args.package)
+    extend_corpus(args.corpus, args.out, pairs, source="namecopy", package=args.package,
+                  licence="derived from the training pairs above; names from SCOWL (permissive)",
+                  note="training pairs with their names swapped (scripts/name_swap.py)")
     print(f"{len(pairs)} name-swapped pairs added to {args.out}/train.* "
           f"({len(maker.names)} proper nouns in the word list)")
 

@@ -1,8 +1,10 @@
-"""Shared test setup: one torch thread (deterministic, and fast for tiny models on 2 cores)."""
+"""Shared test setup: one torch thread (deterministic, and fast for tiny models on 2 cores), and
+a writer of corpus split files."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,3 +18,18 @@ def _one_torch_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(1)
+
+
+SplitWriter = Callable[[Path, str, list[tuple[str, str, str]]], None]
+
+
+def _write_split(folder: Path, split: str, rows: list[tuple[str, str, str]]) -> None:
+    for n, ext in enumerate(("de", "en", "source")):
+        (folder / f"{split}.{ext}").write_text("".join(r[n] + "\n" for r in rows),
+                                               encoding="utf-8")
+
+
+@pytest.fixture
+def write_split() -> SplitWriter:
+    """Writes SPLIT.de/.en/.source of a corpus folder from (de, en, source) rows."""
+    return _write_split

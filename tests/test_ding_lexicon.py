@@ -7,6 +7,7 @@ import hashlib
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,18 +20,15 @@ schnell [ugs.] :: quick
 """
 
 
-def write(folder: Path, split: str, rows: list[tuple[str, str, str]]) -> None:
-    for n, ext in enumerate(("de", "en", "source")):
-        (folder / f"{split}.{ext}").write_text("".join(r[n] + "\n" for r in rows),
-                                               encoding="utf-8")
-
-
-def test_entries_are_added_and_recorded_and_held_out_lines_skipped(tmp_path: Path) -> None:
+def test_entries_are_added_and_recorded_and_held_out_lines_skipped(
+    tmp_path: Path, write_split: Callable[[Path, str, list[tuple[str, str, str]]], None]
+) -> None:
     corpus, out = tmp_path / "corpus", tmp_path / "lex"
     corpus.mkdir()
-    write(corpus, "train", [("Hallo.", "Hello.", "tatoeba")])
-    write(corpus, "dev", [("Die Brücke ist sehr alt.", "The bridge is very old indeed.", "ding")])
-    write(corpus, "test", [("Ja.", "Yes.", "tatoeba")])
+    write_split(corpus, "train", [("Hallo.", "Hello.", "tatoeba")])
+    bridge = ("Die Brücke ist sehr alt.", "The bridge is very old indeed.", "ding")
+    write_split(corpus, "dev", [bridge])
+    write_split(corpus, "test", [("Ja.", "Yes.", "tatoeba")])
     manifest = {"splits": {"train": 1, "dev": 1, "test": 1}, "sha256": {},
                 "sources": {"ding": {"train": 0, "dev": 1, "test": 0,
                                      "package": "trans-de-en=1.9-6", "licence": "GPL-2+"}}}

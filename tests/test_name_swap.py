@@ -9,8 +9,10 @@ import json
 import random
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -70,19 +72,15 @@ def test_drawn_names_are_capitalised_and_never_avoided(seed: int) -> None:
         assert name not in {"Rostock", "Trapani"}
 
 
-def write(folder: Path, split: str, rows: list[tuple[str, str, str]]) -> None:
-    for n, ext in enumerate(("de", "en", "source")):
-        (folder / f"{split}.{ext}").write_text("".join(r[n] + "\n" for r in rows),
-                                               encoding="utf-8")
-
-
-def test_the_script_appends_and_records_and_leaves_held_out_splits(tmp_path: Path) -> None:
+def test_the_script_appends_and_records_and_leaves_held_out_splits(
+    tmp_path: Path, write_split: Callable[[Path, str, list[tuple[str, str, str]]], None]
+) -> None:
     corpus, out = tmp_path / "corpus", tmp_path / "names"
     corpus.mkdir()
-    write(corpus, "train", [("Dann rief Tom an.", "Then Tom called.", "tatoeba"),
+    write_split(corpus, "train", [("Dann rief Tom an.", "Then Tom called.", "tatoeba"),
                             ("Hallo.", "Hello.", "tatoeba")])
-    write(corpus, "dev", [("Dann kam Mary.", "Then Mary came.", "tatoeba")])
-    write(corpus, "test", [("Ja.", "Yes.", "tatoeba")])
+    write_split(corpus, "dev", [("Dann kam Mary.", "Then Mary came.", "tatoeba")])
+    write_split(corpus, "test", [("Ja.", "Yes.", "tatoeba")])
     manifest = {"splits": {"train": 2, "dev": 1, "test": 1}, "sha256": {}, "sources": {}}
     (corpus / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     (tmp_path / "words").write_text("\n".join(WORDS) + "\n", encoding="utf-8")
@@ -126,3 +124,22 @@ def test_name_recall_counts_names_the_hypothesis_writes(tmp_path: Path) -> None:
          str(tmp_path / "src"), "--reference", str(tmp_path / "ref"), str(tmp_path / "short")],
         capture_output=True, text=True)
     assert failed.returncode != 0 and "line counts differ" in failed.stderr
+
+
+def test_a_corpus_is_not_extended_twice_with_one_source(
+    tmp_path: Path, write_split: Callable[[Path, str, list[tuple[str, str, str]]], None]
+) -> None:
+    from simulmt.data.extend import extend_corpus
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    write_split(corpus, "train", [("Hallo.", "Hello.", "tatoeba")])
+    (corpus / "manifest.json").write_text(json.dumps(
+        {"splits": {"train": 1}, "sha256": {}, "sources": {}}), encoding="utf-8")
+    extend_corpus(corpus, tmp_path / "once", [("Ja.", "Yes.")], source="extra", package="p",
+                  licence="l", note="n")
+    assert (tmp_path / "once" / "train.source").read_text(encoding="utf-8") == "tatoeba\nextra\n"
+    with pytest.raises(ValueError, match="already has a source 'extra'"):
+        extend_corpus(tmp_path / "once", tmp_path / "twice", [("Ja.", "Yes.")], source="extra",
+                      package="p", licence="l", note="n")
+    assert not (tmp_path / "twice").exists()
