@@ -4,8 +4,9 @@ python scripts/name_swap.py --corpus cache/corpus --words WORDLIST --out cache/c
 
 News is full of names the model never saw, and it mangles them ("Karratha" -> "Karrathas",
 "Tel Aviv" -> "Tel Avivivity"): on newstest2013 (every 10th line) the bundled model writes only
-77 of the 190 capitalised source words that the reference repeats unchanged. Its corpus repeats a
-few thousand names many times ("Tom" 10,922 times), so it learnt those names rather than to copy.
+69 of the 190 capitalised source words that the reference repeats unchanged (greedy, int8). Its
+corpus repeats a few thousand names many times ("Tom" 10,922 times), so it learnt those names
+rather than to copy.
 For every training pair of the named-entity-rich sources in which a capitalised, non-initial
 German word recurs unchanged in the English side, this appends `--copies` variants in which each
 such word is replaced, on both sides and consistently (German genitive -s kept), by a name drawn

@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -72,11 +73,16 @@ def export(run: Path, out: Path, *, average: int = 1, name: str = "", fp16: bool
         "meta": meta,
         "train_config": train_cfg,
     }
+    return write_model_folder(out, payload)
+
+
+def write_model_folder(out: Path, payload: dict[str, Any]) -> Path:
+    """A loadable model folder: model.pt, the tokenizer beside it, and a readable config.json."""
     out.mkdir(parents=True, exist_ok=True)
     save_checkpoint(out / "model.pt", payload)
-    (out / "spm.model").write_bytes(base["tokenizer"])
+    (out / "spm.model").write_bytes(payload["tokenizer"])
     (out / "config.json").write_text(
-        json.dumps({"meta": meta, "model": base["model_config"]}, indent=2) + "\n"
+        json.dumps({"meta": payload["meta"], "model": payload["model_config"]}, indent=2) + "\n"
     )
     return out / "model.pt"
 

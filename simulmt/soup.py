@@ -9,7 +9,6 @@ The folders must share the architecture and the tokenizer; a mismatch is refused
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from pathlib import Path
@@ -17,7 +16,8 @@ from typing import Any
 
 import torch
 
-from simulmt.model.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from simulmt.export import write_model_folder
+from simulmt.model.checkpoint import CheckpointError, load_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -123,18 +123,13 @@ def soup(
         "meta": meta,
         "train_config": first.get("train_config", {}),
     }
-    out.mkdir(parents=True, exist_ok=True)
-    save_checkpoint(out / "model.pt", payload)
-    (out / "spm.model").write_bytes(first["tokenizer"])
-    (out / "config.json").write_text(
-        json.dumps({"meta": meta, "model": first["model_config"]}, indent=2) + "\n"
-    )
+    path = write_model_folder(out, payload)
     extras = sorted(p.name for p in folders[0].glob("*.pt") if p.name != "model.pt")
     if extras:
         # a learned policy is trained on one model's states; the detector is model-free but
         # copying either silently would hide that choice
         log.info("not copied from %s: %s (copy them if they fit the soup)", folders[0], extras)
-    return out / "model.pt"
+    return path
 
 
 def run(args: argparse.Namespace) -> int:
