@@ -3,10 +3,11 @@
 #   [EVAL_CORPUS=DIR] [EVAL_FLAGS=...] scripts/release-model.sh RUN_DIR|MODEL_DIR [CORPUS_DIR]
 # 1. export (average of the last $AVERAGE (2) checkpoints, fp16) into simulmt/models/de-en,
 #    named $NAME (default: simulmt-<run folder>, e.g. simulmt-de-en-base for runs/de-en-base);
-#    a model folder (one with model.pt, e.g. a `simulmt soup`) is copied instead, its name kept;
+#    a model folder (one with model.pt, e.g. a `simulmt soup`) is copied instead, its name and
+#    policy.pt (if any) kept; simulmt/models/de-en itself is evaluated as it is;
 #    the sentence-boundary detector segmenter.pt stays as it is: it reads hashed source words,
 #    not the translation model (docs/SEGMENTER.md)
-# 2. train the learned read/write policy on it
+# 2. train the learned read/write policy on it (TRAIN_POLICY=0: keep the folder's policy.pt)
 # 3. evaluate every policy on every 5th sentence of the held-out test split (all sources),
 #    with per-source scores, and wait-k on newstest2015 (scripts/evaluate-model.sh); plot
 set -euo pipefail
@@ -19,19 +20,25 @@ BIN=${BIN:-.venv/bin}
 M=simulmt/models/de-en
 mkdir -p cache docs
 NAME=${NAME:-simulmt-$(basename "$(realpath "$RUN")")}
-if [ -f "$RUN/model.pt" ]; then
+if [ "$(realpath "$RUN")" = "$(realpath $M)" ]; then
+  :  # the bundled folder itself: evaluate it as it is
+elif [ -f "$RUN/model.pt" ]; then
   cp "$RUN/model.pt" "$RUN/spm.model" "$RUN/config.json" $M/
+  if [ -f "$RUN/policy.pt" ]; then cp "$RUN/policy.pt" $M/; fi
 else
   $BIN/simulmt export --run "$RUN" --out $M --average "${AVERAGE:-2}" --name "$NAME"
 fi
 # the learned policy: word-level oracle on the model's own full-sentence translations (top-1,
 # a word only once the next one's first token is predicted too; 4000 pairs), then one DAgger
 # round of that policy on 2000 pairs (README, "Adaptive policies")
+# (TRAIN_POLICY=0 keeps the folder's policy.pt: a model folder whose policy is already trained)
 ORACLE=(--targets model --oracle top-r --r 1 --word-end)
-$BIN/simulmt train-policy --model $M --data "$CORPUS" --out cache/policy-round0.pt \
-  --dev-pairs 500 --threads 1 "${ORACLE[@]}"
-$BIN/simulmt train-policy --model $M --data "$CORPUS" --out $M/policy.pt --pairs 2000 \
-  --dev-pairs 500 --dagger cache/policy-round0.pt --threads 1 "${ORACLE[@]}"
+if [ "${TRAIN_POLICY:-1}" != 0 ]; then
+  $BIN/simulmt train-policy --model $M --data "$CORPUS" --out cache/policy-round0.pt \
+    --dev-pairs 500 --threads 1 "${ORACLE[@]}"
+  $BIN/simulmt train-policy --model $M --data "$CORPUS" --out $M/policy.pt --pairs 2000 \
+    --dev-pairs 500 --dagger cache/policy-round0.pt --threads 1 "${ORACLE[@]}"
+fi
 # every other policy, word level with token-level wait-k beside it, both test sets, the plots
 # (EVAL_FLAGS: extra `simulmt eval` options, as evaluate-model.sh takes them)
 scripts/evaluate-model.sh $M "$EVAL_CORPUS"
