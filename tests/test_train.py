@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -125,6 +126,9 @@ def test_a_background_run_logs_mean_loss_lines(
     for i, line in enumerate(lines):
         mean = sum(losses[2 * i : 2 * i + 2]) / 2
         assert f"loss {mean:.3f} (mean of 2)" in line and "s/step" in line
+        if sys.platform == "linux":  # the process's memory, now and at its peak, in GB
+            now, peak = re.search(r"RSS (\d+\.\d) GB \(peak (\d+\.\d) GB\)", line).groups()  # type: ignore[union-attr]
+            assert 0 < float(now) <= float(peak)
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.2])

@@ -439,4 +439,19 @@ class _Window:
         return (
             f"step {step}: loss {mean:.3f} (mean of {len(self.losses)}), "
             f"{self.tokens / seconds:.0f} tokens/s, {seconds / max(step - self.step, 1):.2f} s/step"
+            f"{memory_note()}"
         )
+
+
+def memory_note() -> str:
+    """", RSS now/peak" of this process in GB, for the log line: a long run's memory is the
+    first thing to watch on a shared machine (two runs side by side were OOM-killed)."""
+    try:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9  # KiB on Linux
+        with open("/proc/self/statm") as f:
+            now = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e9
+    except (ImportError, OSError, ValueError):  # not Linux: no figure rather than a wrong one
+        return ""
+    return f", RSS {now:.1f} GB (peak {peak:.1f} GB)"
