@@ -472,3 +472,16 @@ def test_cooldown_takes_the_learning_rate_to_zero_at_max_steps(
     assert lrs[-1] == 0.0 and lrs[3] > lrs[4] > lrs[5] > lrs[6] > 0
     with pytest.raises(ValueError, match="cooldown=9 must be between 0 and max_steps=8"):
         tiny_config(data_dir, tmp_path / "x", max_steps=8, cooldown=9)
+
+
+@pytest.mark.parametrize("user", [None, "64"])
+def test_trainer_turns_off_onednn_primitive_cache_unless_the_user_set_it(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, user: str | None
+) -> None:
+    """The cache holds a primitive per matmul shape and grew a run to 10-12 GB."""
+    if user is None:
+        monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
+    else:
+        monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", user)
+    Trainer(tiny_config(data_dir, tmp_path / "run", max_steps=1))
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == (user or "0")
