@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
 # heap they fragment it. With glibc's dynamic mmap threshold (up to 32 MB) the 22M-parameter run
 # grew from 6.2 to 7.6 GB RSS in 40 minutes (past 11 GB with the inference thresholds); a fixed
 # 1 MB threshold held 2.5 GB but made every step 1.5x slower; training uses 64 MB (runtime.py).
+# (Most of the growth turned out to be oneDNN's primitive cache, which the Trainer switches off.)
 TUNED_ALLOCATOR = frozenset({"translate", "eval", "serve", "client"})
 TRAINING = frozenset({"train", "train-policy", "train-segmenter"})
 

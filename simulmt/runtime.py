@@ -4,8 +4,9 @@ Incremental decoding allocates and frees many mid-sized tensors (cache blocks of
 every step. glibc serves allocations above its mmap threshold with fresh pages, so each step
 pays page faults and kernel page zeroing for them. Raising the thresholds keeps that memory in
 the heap for reuse: measured on the 2-core benchmark machine, a 64-stream decoder step went
-from 29 ms to 24 ms (bench/RESULTS.md). Only the CLI calls this; a library user's process is
-left alone.
+from 29 ms to 24 ms (bench/RESULTS.md). Only the CLI sets the allocator; a library user's
+process is left alone. The one exception is oneDNN's primitive cache: a `Trainer` limits it
+itself, since any process that trains in bf16 grows with it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
+import os
 
 log = logging.getLogger(__name__)
 
@@ -49,3 +51,12 @@ def tune_allocator_for_training() -> bool:
     every mid-sized block: real training steps of the 22M model took 3.6 s instead of 2.4 s
     (bench/RESULTS.md, "Training step")."""
     return tune_allocator(mmap_threshold=64 << 20, trim_threshold=128 << 10)
+
+
+def limit_onednn_primitive_cache() -> None:
+    """Switch off oneDNN's primitive cache unless the user set its size. Under bf16 autocast it
+    keeps a primitive for every new matmul shape (up to 1,024), and every training batch brings
+    new shapes: a 22M-parameter run grew to 10-12 GB with it and stayed at 2.6-2.9 GB without it,
+    with the same losses (docs/engineering-notes.md). oneDNN reads the setting at its first
+    call, so this must run before any."""
+    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "0")

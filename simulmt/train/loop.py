@@ -33,6 +33,7 @@ from simulmt.model.checkpoint import (
     save_checkpoint,
 )
 from simulmt.model.transformer import SimulTransformer
+from simulmt.runtime import limit_onednn_primitive_cache
 from simulmt.search.offline import greedy_decode
 from simulmt.train.batches import (
     Batch,
@@ -121,11 +122,7 @@ def with_teacher_targets(pairs: list[tuple[str, str]], path: Path) -> list[tuple
 class Trainer:
     def __init__(self, cfg: TrainConfig, *, resume: bool = False) -> None:
         self.cfg = cfg
-        # oneDNN keeps a primitive per new matmul shape (up to 1,024) under bf16 autocast, and
-        # every batch has new shapes: with it a run grew to 10-12 GB, without it 2.6-2.9 GB at
-        # the same steps and the same losses (docs/engineering-notes.md). Read at the first
-        # oneDNN call, so it must be set before any; a user's own setting wins.
-        os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "0")
+        limit_onednn_primitive_cache()  # before any matmul (runtime.py)
         self.rank, self.world = _dist_setup()
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
