@@ -31,7 +31,15 @@ from simulmt.policies.registry import load_policy
 
 from simulmt.engine import Engine
 from simulmt.sentences import Segmentation
-from simulmt.session import Session, advance, make_detector
+from simulmt.session import (
+    InputError,
+    Session,
+    SessionLimits,
+    advance,
+    check_words,
+    make_detector,
+    max_source_tokens,
+)
 from simulmt.updates import Update
 
 __all__ = ["RunConfig", "Simulation", "simulate"]
@@ -202,9 +210,14 @@ def simulate(
     config = config or RunConfig()
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} source lines but {len(references)} reference lines")
-    for i, src in enumerate(sources):
+    limits, max_tokens = SessionLimits(), max_source_tokens(engine, config.search_options())
+    for i, src in enumerate(sources):  # every line a session would refuse, before any model work
         if not src.split():
             raise ValueError(f"source line {i + 1} is empty: every sentence needs >= 1 word")
+        try:
+            check_words(src.split(), engine=engine, limits=limits, max_tokens=max_tokens)
+        except InputError as e:
+            raise ValueError(f"source line {i + 1}: {e}; nothing was evaluated") from None
     if config.segmentation is Segmentation.AUTO:  # fail here, not in a forked job
         make_detector(engine, lookahead=config.lookahead)
     loaded = load_policy(policy)  # once: policies are stateless, every session shares it

@@ -6,6 +6,8 @@
 # The teacher's outputs come from `simulmt eval` (batched, --jobs), read back from instances.log.
 # EVERY=N translates only every N-th training line (a full beam-5 pass over 282k sources takes
 # hours on 2 cores); the other lines of OUT_FILE are empty, which keeps their references.
+# OFFSET=J (0 <= J < N) starts at line J+1 instead of line 1, so a second pass with another
+# teacher can distill a slice the first did not (lines J+1, J+1+N, ...).
 # The sources are translated in chunks of CHUNK lines under WORK (default OUT_FILE.work): a
 # rerun skips the chunks already done, so an interrupted pass resumes where it stopped.
 set -euo pipefail
@@ -14,11 +16,39 @@ CORPUS=${2:-cache/corpus}
 OUT=${3:-$CORPUS/train.distill.en}
 BIN=${BIN:-.venv/bin}
 EVERY=${EVERY:-1}
+OFFSET=${OFFSET:-0}
+if ((OFFSET < 0 || OFFSET >= EVERY)); then
+  echo "distill: OFFSET=$OFFSET must be at least 0 and below EVERY=$EVERY" >&2; exit 2
+fi
 CHUNK=${CHUNK:-5000}
 WORK=${WORK:-$OUT.work}
 mkdir -p "$WORK"
-awk -v n="$EVERY" '(NR - 1) % n == 0' "$CORPUS/train.de" > "$WORK/src.de"
-awk -v n="$EVERY" '(NR - 1) % n == 0' "$CORPUS/train.en" > "$WORK/ref.en"
+# the teacher's lines: every EVERY-th from OFFSET, except those a session refuses (a "word" over
+# SessionLimits.max_word_chars, e.g. a URL), which keep their references; lines.idx holds each
+# chosen line's 0-based number in train.de
+$BIN/python - "$CORPUS" "$WORK" "$EVERY" "$OFFSET" <<'PY'
+import sys
+from pathlib import Path
+from simulmt.session import SessionLimits
+corpus, work = Path(sys.argv[1]), Path(sys.argv[2])
+every, offset = int(sys.argv[3]), int(sys.argv[4])
+limit = SessionLimits().max_word_chars
+# split at "\n" only, as awk, sed and `wc -l` count lines
+src = (corpus / "train.de").read_text(encoding="utf-8").removesuffix("\n").split("\n")
+ref = (corpus / "train.en").read_text(encoding="utf-8").removesuffix("\n").split("\n")
+chosen, refused = [], 0
+for i in range(offset, len(src), every):
+    if all(len(w) <= limit for w in src[i].split()):
+        chosen.append(i)
+    else:
+        refused += 1
+(work / "src.de").write_text("".join(src[i] + "\n" for i in chosen), encoding="utf-8")
+(work / "ref.en").write_text("".join(ref[i] + "\n" for i in chosen), encoding="utf-8")
+(work / "lines.idx").write_text("".join(f"{i}\n" for i in chosen), encoding="utf-8")
+if refused:
+    print(f"distill: {refused} lines with a word over {limit} characters keep their references",
+          file=sys.stderr)
+PY
 total_src=$(wc -l < "$WORK/src.de")
 for ((start = 0; start < total_src; start += CHUNK)); do
   part="$WORK/part-$(printf '%07d' "$start")"
@@ -33,10 +63,12 @@ for ((start = 0; start < total_src; start += CHUNK)); do
   mv "$part/scores.tmp" "$part/scores.txt"
   echo "distill: lines $start..$((start + CHUNK - 1)) of $total_src done ($(date +%T))" >&2
 done
-$BIN/python - "$WORK" "$OUT" "$EVERY" "$(wc -l < "$CORPUS/train.de")" "$CHUNK" <<'PY'
+$BIN/python - "$WORK" "$OUT" "$EVERY" "$OFFSET" "$(wc -l < "$CORPUS/train.de")" <<'PY'
 import json, sys
 from pathlib import Path
-work, out_path, every, total, chunk = Path(sys.argv[1]), sys.argv[2], *map(int, sys.argv[3:])
+work, out_path = Path(sys.argv[1]), sys.argv[2]
+every, offset, total = map(int, sys.argv[3:])
+line_of = [int(x) for x in (work / "lines.idx").read_text().split()]  # src.de line -> train.de
 lines = [""] * total  # empty: keep the reference
 n = 0
 for part in sorted(work.glob("part-*")):
@@ -44,9 +76,10 @@ for part in sorted(work.glob("part-*")):
     for line in open(part / "full" / "instances.log", encoding="utf-8"):
         if line.strip():
             r = json.loads(line)
-            lines[(start + r["index"]) * every] = r["prediction"].replace("\n", " ")
+            lines[line_of[start + r["index"]]] = r["prediction"].replace("\n", " ")
             n += 1
 with open(out_path, "w", encoding="utf-8") as out:
     out.writelines(line + "\n" for line in lines)
-print(f"wrote {n} teacher translations (every {every}. line of {total}) to {out_path}")
+print(f"wrote {n} teacher translations (every {every}. line from line {offset + 1}, of {total})"
+      f" to {out_path}")
 PY

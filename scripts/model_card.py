@@ -77,8 +77,9 @@ def training_row(meta: dict[str, Any], tc: dict[str, Any]) -> str:
     """Updates, hours and what was shipped: a checkpoint average, or a soup of fine-tunes."""
     hours = meta.get("train_hours") or 0
     if soup := meta.get("soup"):
-        parts = [f"`{x['model']}` ({x['weight']:.2f}; {int(x.get('steps', 0)):,} updates, "
-                 f"{float(x.get('train_hours', 0)):.1f} h)" for x in soup]
+        # a fine-tune's step count goes on from its starting model's, its hours are its own
+        parts = [f"`{x['model']}` ({x['weight']:.2f}; {int(x.get('steps', 0)):,} updates counted "
+                 f"from scratch, {float(x.get('train_hours', 0)):.1f} h of its own)" for x in soup]
         return ("shipped: the weighted mean of the weights (a model soup, `simulmt soup`) of "
                 + ", ".join(parts) + f"; {hours:.1f} h wall in all on {tc.get('threads')} CPU "
                 "threads (the settings above are the first ingredient's; the fine-tunes' are in "

@@ -63,6 +63,29 @@ class SessionLimits:
                 raise ValueError(f"SessionLimits.{name} must be >= 1, got {getattr(self, name)}")
 
 
+def check_words(
+    words: Sequence[str], *, engine: Engine, limits: SessionLimits, max_tokens: int
+) -> list[int]:
+    """Each word's subword-token count, or InputError naming the first word a session refuses:
+    one longer than `limits.max_word_chars`, or one of more tokens than a sentence may hold.
+    Shared by `Session.feed` and by whoever wants to check a whole input before any model work
+    (`simulmt eval` checks every line up front, so a bad line costs no compute)."""
+    for w in words:
+        if len(w) > limits.max_word_chars:
+            raise InputError(
+                f"a word of {len(w)} characters ({w[:30]!r}…) is longer than the limit of "
+                f"{limits.max_word_chars}"
+            )
+    sizes = [len(engine.tokenizer.encode_word(w, first=False)) for w in words]
+    for w, n in zip(words, sizes, strict=True):
+        if n > max_tokens:
+            raise InputError(
+                f"the word {w[:20]!r}… is {n} subword tokens, more than a sentence may hold "
+                f"({max_tokens})"
+            )
+    return sizes
+
+
 def make_detector(engine: Engine, *, lookahead: int) -> Segmenter:
     """A per-session detector over the engine's shared, read-only boundary network."""
     if engine.segmenter is None:
@@ -136,19 +159,12 @@ class Session:
         if self.closed:
             raise InputError("this session has finished; start a new one")
         words = text.split()
-        for w in words:
-            if len(w) > self.limits.max_word_chars:
-                raise InputError(
-                    f"a word of {len(w)} characters is longer than the limit of "
-                    f"{self.limits.max_word_chars}; nothing of this text was taken"
-                )
-        sizes = [len(self.engine.tokenizer.encode_word(w, first=False)) for w in words]
-        for w, n in zip(words, sizes, strict=True):
-            if n > self.max_tokens:
-                raise InputError(
-                    f"the word {w[:20]!r}… is {n} subword tokens, more than a sentence may hold "
-                    f"({self.max_tokens}); nothing of this text was taken"
-                )
+        try:
+            sizes = check_words(
+                words, engine=self.engine, limits=self.limits, max_tokens=self.max_tokens
+            )
+        except InputError as e:
+            raise InputError(f"{e}; nothing of this text was taken") from None
         for w, n in zip(words, sizes, strict=True):
             if self.drop_fillers and is_filler(w):
                 self.fillers_dropped += 1

@@ -21,6 +21,7 @@ from simulmt.engine import Engine
 from simulmt.model.checkpoint import save_checkpoint
 from simulmt.model.int8 import Int8Linear
 from simulmt.search.options import WriteUnit
+from simulmt.session import InputError, Session
 
 SOURCES = ["Ich habe heute ein Buch gelesen", "Der Hund läuft .", "a b . c d e"]
 REFERENCES = ["I read a book today", "The dog runs .", "x y . z"]
@@ -180,13 +181,30 @@ def test_jobs_give_what_one_process_gives(policy: str) -> None:
     assert quality_from_statistics(stats) == corpus_quality(preds, refs)
 
 
-def test_a_failing_job_says_why() -> None:
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_line_a_session_refuses_fails_the_run_before_any_model_work(jobs: int) -> None:
+    """Before: the line failed inside its job, after every earlier batch had been computed (a
+    distillation pass lost 8 minutes to one URL); now every line is checked up front."""
     engine = Engine.tiny(seed=0)
     garbage = "Ich " + "x" * 101  # a "word" longer than a session takes
-    lines = [LINES[0], garbage, LINES[1]]
-    with pytest.raises(ValueError, match="101 characters is longer than the limit"):
-        simulate(engine, "wait-k:k=2", lines, ["x"] * 3, config=SERIAL)
-    with pytest.raises(RuntimeError, match="job 1 failed: InputError: a word of 101 characters"):
+    lines = [LINES[0], LINES[1], garbage]
+    with pytest.raises(ValueError, match=r"source line 3: a word of 101 characters \('xxx"):
+        simulate(engine, "wait-k:k=2", lines, ["x"] * 3, config=RunConfig(jobs=jobs))
+    assert engine.compute_ms == 0
+
+
+def test_a_failing_job_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = Engine.tiny(seed=0)
+
+    def feed_fails_on_gift(self: Session, text: str) -> None:  # a failure only the job sees
+        if text == "Gift":
+            raise InputError("no Gift here")
+        feed(self, text)
+
+    feed = Session.feed
+    monkeypatch.setattr(Session, "feed", feed_fails_on_gift)
+    lines = [LINES[0], "Das Gift", LINES[1]]
+    with pytest.raises(RuntimeError, match="job 1 failed: InputError: no Gift here"):
         simulate(engine, "wait-k:k=2", lines, ["x"] * 3, config=RunConfig(jobs=2))
 
 

@@ -107,8 +107,8 @@ def test_a_soup_card_names_its_ingredients_and_their_extra_data(tmp_path: Path) 
          str(main), "--corpus", str(extra), "--results", str(results)],
         capture_output=True, text=True, check=True).stdout
     assert "the weighted mean of the weights (a model soup, `simulmt soup`) of `base` (0.50; " \
-           "11,002 updates, 9.3 h), `names` (0.50; 12,002 updates, 1.3 h); 10.7 h wall in " \
-           "all" in out
+           "11,002 updates counted from scratch, 9.3 h of its own), `names` (0.50; 12,002 " \
+           "updates counted from scratch, 1.3 h of its own); 10.7 h wall in all" in out
     assert "400 training pairs" in out  # the main corpus's
     assert "| ding | 400 |" in out and "| namecopy (corpus-names) | 50 |" in out
     assert out.count("| ding") == 1
