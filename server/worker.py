@@ -21,7 +21,7 @@ from simulmt.server.ops import Delivery, Marker, Op, OpKind
 from simulmt.server.protocol import ErrorCode, ProtocolError
 
 from simulmt.engine import Engine
-from simulmt.session import InputError, Session, advance
+from simulmt.session import InputError, Session, advance, check_words
 from simulmt.updates import Update
 
 logger = logging.getLogger(__name__)
@@ -321,20 +321,13 @@ class Turn:
 
 
 def _too_many_tokens(engine: Engine, session: Session, words: tuple[str, ...]) -> str | None:
-    """The session refuses a word of more subword tokens than a sentence may hold; checked on
-    the whole message before its first slice is fed, so that it is dropped whole."""
-    for word in words:
-        n = _token_count(engine, word)
-        if n > session.max_tokens:
-            return (
-                f"the word {word[:20]!r}… is {n} subword tokens, more than a sentence may hold "
-                f"({session.max_tokens}); the whole message was dropped"
-            )
+    """What the session would refuse in these words (the session's own check); checked on the
+    whole message before its first slice is fed, so that it is dropped whole."""
+    try:
+        check_words(words, engine=engine, limits=session.limits, max_tokens=session.max_tokens)
+    except InputError as e:
+        return f"{e}; the whole message was dropped"
     return None
-
-
-def _token_count(engine: Engine, word: str) -> int:
-    return len(engine.tokenizer.encode_word(word, first=False))
 
 
 def _deliver_all(deliveries: list[tuple[Callable[[Delivery], None], Delivery]]) -> None:

@@ -329,3 +329,28 @@ async def test_graceful_stop_sends_finals_then_shutting_down_and_1001() -> None:
         with pytest.raises(OSError):
             async with connect(ws_url(server), open_timeout=2):
                 pass
+
+
+def test_a_message_with_a_word_over_the_token_limit_is_dropped_whole() -> None:
+    """The worker checks a FEED op with the session's own check before feeding its first slice:
+    the bad message is dropped whole and reported, the next one is fed in budget-sized slices."""
+    from simulmt.server.ops import Op, OpKind
+    from simulmt.server.protocol import ErrorCode
+    from simulmt.server.worker import Stream, Turn
+
+    from simulmt.search.options import SearchOptions
+
+    eng = engine()
+    opts = SearchOptions(max_len_ratio=20.0)  # 25 source tokens a sentence
+    session = Session(eng, policy="wait-k:k=1", options=opts)
+    word = "Hundbuchlesenstraßeschnellgarten" * 2
+    assert len(eng.tokenizer.encode_word(word, first=False)) > session.max_tokens == 25
+    turn = Turn()
+    ops = [Op(OpKind.FEED, ("heute", word)), Op(OpKind.FEED, ("ein", "Buch"))]
+    rest = turn.play(eng, Stream(session, lambda _: None), ops, budget=1)
+    [error] = turn.rejected
+    assert error.code is ErrorCode.WORD_TOO_LONG
+    assert "subword tokens" in error.message and "whole message was dropped" in error.message
+    assert turn.words_taken == 3  # the dropped two and the fed one
+    assert rest == [Op(OpKind.FEED, ("Buch",), checked=True)]
+    assert [w for s in session.sentences for w in s.words] == ["ein"]
