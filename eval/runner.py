@@ -210,12 +210,13 @@ def simulate(
     config = config or RunConfig()
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} source lines but {len(references)} reference lines")
+    lines = [src.split() for src in sources]
     limits, max_tokens = SessionLimits(), max_source_tokens(engine, config.search_options())
-    for i, src in enumerate(sources):  # every line a session would refuse, before any model work
-        if not src.split():
+    for i, words in enumerate(lines):  # every line a session would refuse, before any model work
+        if not words:
             raise ValueError(f"source line {i + 1} is empty: every sentence needs >= 1 word")
         try:
-            check_words(src.split(), engine=engine, limits=limits, max_tokens=max_tokens)
+            check_words(words, engine=engine, limits=limits, max_tokens=max_tokens)
         except InputError as e:
             raise ValueError(f"source line {i + 1}: {e}; nothing was evaluated") from None
     if config.segmentation is Segmentation.AUTO:  # fail here, not in a forked job
@@ -224,8 +225,8 @@ def simulate(
     retranslation = loaded.mode is CommitMode.RETRANSLATION
     start, compute_before = time.perf_counter(), engine.compute_ms
     tracks = [
-        _Track(i, src.split(), ref.strip(), retranslation)
-        for i, (src, ref) in enumerate(zip(sources, references, strict=True))
+        _Track(i, words, ref.strip(), retranslation)
+        for i, (words, ref) in enumerate(zip(lines, references, strict=True))
     ]
     jobs = min(config.jobs, len(tracks))
     if jobs > 1 and "fork" not in multiprocessing.get_all_start_methods():

@@ -303,7 +303,7 @@ class Turn:
             if budget <= 0:
                 return ops[i:]
             if not op.checked:
-                problem = _too_many_tokens(engine, session, op.words)
+                problem = _session_refusal(engine, session, op.words)
                 if problem is not None:
                     self.rejected.append(ProtocolError(ErrorCode.WORD_TOO_LONG, problem))
                     self.words_taken += len(op.words)
@@ -320,7 +320,7 @@ class Turn:
         return []
 
 
-def _too_many_tokens(engine: Engine, session: Session, words: tuple[str, ...]) -> str | None:
+def _session_refusal(engine: Engine, session: Session, words: tuple[str, ...]) -> str | None:
     """What the session would refuse in these words (the session's own check); checked on the
     whole message before its first slice is fed, so that it is dropped whole."""
     try:
