@@ -67,6 +67,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"GNMT length-normalization exponent (default {RunConfig.alpha})",
     )
     a(
+        "--coverage",
+        type=float,
+        default=RunConfig.beta,
+        metavar="BETA",
+        help="GNMT coverage penalty weight for beam search: favours finished hypotheses that "
+        f"attended to every source token (default {RunConfig.beta}: off)",
+    )
+    a(
         "--unit",
         choices=[u.value for u in WriteUnit],
         default=RunConfig.unit.value,
@@ -251,6 +259,7 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
         jobs=args.jobs,
         scoring=Scoring(args.scoring),
         alpha=args.alpha,
+        beta=args.coverage,
         unit=WriteUnit(args.unit),
         loop_guard=args.loop_guard,
         segmentation=Segmentation(args.segmentation),
@@ -357,6 +366,7 @@ def _evaluate_all(
             beam=args.beam,
             scoring=args.scoring,
             alpha=args.alpha,
+            beta=args.coverage,
             unit=args.unit,
             wall_s=sim.wall_s,
             loops=loop_rate([s.prediction for s in sim.stats]),

@@ -30,6 +30,7 @@ class PolicyResult:
     beam: int = 1
     scoring: str = "gnmt"  # the beam's length scoring (SearchOptions.scoring)
     alpha: float = SearchOptions.alpha  # its GNMT exponent
+    beta: float = SearchOptions.beta  # its GNMT coverage penalty weight (0: off)
     unit: str = "word"  # what one WRITE wrote (SearchOptions.unit)
     wall_s: float | None = None  # wall-clock time of the simulation
     groups: dict[str, dict[str, object]] | None = None  # per-label scores (--groups)
@@ -51,6 +52,7 @@ class PolicyResult:
             "beam": self.beam,
             "scoring": self.scoring,
             "alpha": self.alpha,
+            "beta": self.beta,
             "unit": self.unit,
             "target_length": self.config.target_length.value,
             "empty_scoring": self.config.empty.value,

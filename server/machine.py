@@ -29,7 +29,7 @@ from simulmt.server.protocol import (
     Resume,
     Source,
     Start,
-    check_words,
+    check_word_lengths,
     encode,
     end_message,
     error_message,
@@ -196,7 +196,7 @@ class SessionMachine:
         if self.phase is not Phase.STREAMING:  # STARTING: the connection reads nothing then
             raise ProtocolError(ErrorCode.NOT_STARTED, "wait for the `session` message")
         if isinstance(message, Source):
-            check_words(message.words, self.config.limits)
+            check_word_lengths(message.words, self.config.limits)
             if message.words:
                 self.words_in += len(message.words)
                 self.inflight += len(message.words)

@@ -320,7 +320,7 @@ def _parse_source(data: Mapping[str, Any]) -> Source:
     return Source(words=tuple(text.split()))
 
 
-def check_words(words: Sequence[str], limits: Limits) -> None:
+def check_word_lengths(words: Sequence[str], limits: Limits) -> None:
     """Refuse a `source` message with a word over `max_word_chars` (garbage, not speech)."""
     for word in words:
         if len(word) > limits.max_word_chars:

@@ -15,7 +15,7 @@ from simulmt.server.protocol import (
     Resume,
     Source,
     Start,
-    check_words,
+    check_word_lengths,
     encode,
     parse_client_message,
     update_messages,
@@ -142,9 +142,9 @@ def test_parse_refuses_with_reason(frame: str | bytes, code: ErrorCode, says: st
 
 
 def test_word_length_is_checked_on_the_whole_message() -> None:
-    check_words(["ok", "abcdefghij"], LIMITS)
+    check_word_lengths(["ok", "abcdefghij"], LIMITS)
     with pytest.raises(ProtocolError) as info:
-        check_words(["ok", "abcdefghijk"], LIMITS)
+        check_word_lengths(["ok", "abcdefghijk"], LIMITS)
     assert info.value.code is ErrorCode.WORD_TOO_LONG and "limit is 10" in info.value.message
 
 
