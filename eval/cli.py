@@ -67,6 +67,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"GNMT length-normalization exponent (default {RunConfig.alpha})",
     )
     a(
+        "--speculate",
+        type=int,
+        default=RunConfig.speculate,
+        metavar="N",
+        help="with --beam > 1 and a simultaneous policy: commit a token once every hypothesis "
+        "agrees on it or the beam has searched N tokens past what is committed (speculative "
+        f"beam search, Zheng et al. 2019; default {RunConfig.speculate})",
+    )
+    a(
         "--coverage",
         type=float,
         default=RunConfig.beta,
@@ -260,6 +269,7 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
         scoring=Scoring(args.scoring),
         alpha=args.alpha,
         beta=args.coverage,
+        speculate=args.speculate,
         unit=WriteUnit(args.unit),
         loop_guard=args.loop_guard,
         segmentation=Segmentation(args.segmentation),
@@ -367,6 +377,7 @@ def _evaluate_all(
             scoring=args.scoring,
             alpha=args.alpha,
             beta=args.coverage,
+            speculate=args.speculate,
             unit=args.unit,
             wall_s=sim.wall_s,
             loops=loop_rate([s.prediction for s in sim.stats]),

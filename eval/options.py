@@ -20,6 +20,8 @@ class RunConfig:
     scoring: Scoring = SearchOptions.scoring  # how the beam ranks hypotheses of different length
     alpha: float = SearchOptions.alpha  # GNMT length-normalization exponent
     beta: float = SearchOptions.beta  # GNMT coverage penalty weight (0: off)
+    # speculative beam search: commit once the beam agrees or is this many tokens deep
+    speculate: int = SearchOptions.lookahead
     unit: WriteUnit = SearchOptions.unit  # what one WRITE writes: a word (default) or a token
     # ban 3rd copies of token cycles up to this long; off as in the library (`simulmt eval` runs
     # CLI_LOOP_GUARD unless told otherwise)
@@ -35,7 +37,7 @@ class RunConfig:
     def search_options(self) -> SearchOptions:
         return SearchOptions(
             beam=self.beam, scoring=self.scoring, alpha=self.alpha, beta=self.beta,
-            unit=self.unit,
+            lookahead=self.speculate, unit=self.unit,
             loop_guard=self.loop_guard,
         )
 
@@ -48,5 +50,8 @@ class RunConfig:
                 raise ValueError(f"{name} must be >= 1, got {value}")
         if self.loop_guard < 0:
             raise ValueError(f"loop_guard must be >= 0 (0 = off), got {self.loop_guard}")
+        if self.speculate < 1:
+            raise ValueError(f"speculate must be >= 1 (1: commit the best next token), got "
+                             f"{self.speculate}")
         if self.beta < 0:
             raise ValueError(f"the coverage penalty weight must be >= 0 (0 = off), got {self.beta}")

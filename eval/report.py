@@ -31,6 +31,7 @@ class PolicyResult:
     scoring: str = "gnmt"  # the beam's length scoring (SearchOptions.scoring)
     alpha: float = SearchOptions.alpha  # its GNMT exponent
     beta: float = SearchOptions.beta  # its GNMT coverage penalty weight (0: off)
+    speculate: int = SearchOptions.lookahead  # its speculative commit depth
     unit: str = "word"  # what one WRITE wrote (SearchOptions.unit)
     wall_s: float | None = None  # wall-clock time of the simulation
     groups: dict[str, dict[str, object]] | None = None  # per-label scores (--groups)
@@ -53,6 +54,7 @@ class PolicyResult:
             "scoring": self.scoring,
             "alpha": self.alpha,
             "beta": self.beta,
+            "speculate": self.speculate,
             "unit": self.unit,
             "target_length": self.config.target_length.value,
             "empty_scoring": self.config.empty.value,

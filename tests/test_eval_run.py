@@ -264,6 +264,8 @@ def test_bad_input_is_explained(engine: Engine) -> None:
         RunConfig(jobs=0)
     with pytest.raises(ValueError, match="coverage penalty weight must be >= 0"):
         RunConfig(beta=-0.1)
+    with pytest.raises(ValueError, match="speculate must be >= 1"):
+        RunConfig(speculate=0)
 
 
 def test_search_options_reach_the_sessions(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -283,10 +285,12 @@ def test_search_options_reach_the_sessions(monkeypatch: pytest.MonkeyPatch) -> N
         return real(*args, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(runner, "Session", spy)
-    config = RunConfig(beam=3, scoring=Scoring.LENGTH_NORM, alpha=1.4, beta=0.3, batch_size=2)
+    config = RunConfig(beam=3, scoring=Scoring.LENGTH_NORM, alpha=1.4, beta=0.3, speculate=2,
+                       batch_size=2)  # fmt: skip
     simulate(Engine.tiny(seed=0), "full", LINES[:2], ["x", "y"], config=config)
     assert seen and all(
-        (o.beam, o.scoring, o.alpha, o.beta) == (3, Scoring.LENGTH_NORM, 1.4, 0.3) for o in seen
+        (o.beam, o.scoring, o.alpha, o.beta, o.lookahead) == (3, Scoring.LENGTH_NORM, 1.4, 0.3, 2)
+        for o in seen
     )
 
 
@@ -301,11 +305,13 @@ def test_eval_cli_json_output_and_plot(files: Path, tmp_path: Path) -> None:
         "eval", "--policy", "full", "--sweep", "wait-k:k=1,3", "--source", str(files / "src.txt"),
         "--reference", str(files / "ref.txt"), "--model", str(files / "model"),
         "--output", str(out), "--json", "--threads", "1", "--no-progress", "--batch-size", "1",
-        "--jobs", "2", "--alpha", "1.4", "--coverage", "0.2", "--loop-guard", "0",
+        "--jobs", "2", "--alpha", "1.4", "--coverage", "0.2", "--speculate", "2",
+        "--loop-guard", "0",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert all((r["scoring"], r["alpha"], r["beta"]) == ("gnmt", 1.4, 0.2) for r in rows)
+    assert all((r["scoring"], r["alpha"], r["beta"], r["speculate"]) == ("gnmt", 1.4, 0.2, 2)
+               for r in rows)  # fmt: skip
     assert [r["policy"] for r in rows] == ["full", "wait-k:k=1", "wait-k:k=3"]
     for r in rows:
         assert {"policy", "bleu", "chrf", "al", "laal", "dal", "ap", "ca_al", "sentences",

@@ -142,6 +142,30 @@ def test_speculative_lookahead_keeps_the_guarantees() -> None:
         assert outs[w] == sorted(outs[w]) and all(1 <= d <= 8 for d in outs[w])
 
 
+def test_speculative_commit_waits_for_the_beam_to_be_deep_enough() -> None:
+    """With beam > 1 a token is committed only once every hypothesis agrees on it or the beam
+    has searched `lookahead` tokens past the committed ones (speculative beam search)."""
+    from simulmt.model.state import StreamState
+    from simulmt.policies import load_policy
+    from simulmt.search.online import OnlineSearch
+
+    engine = Engine.tiny(0)
+
+    def pick(lookahead: int, rows: list[list[int]]) -> tuple[int, bool] | None:
+        search = OnlineSearch(load_policy("wait-k:k=2"), SearchOptions(beam=3, lookahead=lookahead),
+                              engine.tokenizer)  # fmt: skip
+        st = StreamState(committed=[11])
+        st.beam.tokens = torch.tensor([[1, 11, *r] for r in rows])  # (Bm, T): BOS + tokens
+        st.beam.token_lp = torch.zeros(len(rows), 1 + len(rows[0]))
+        return search._pick(st)
+
+    disagree_2 = [[20, 30], [21, 30]]  # two tokens past the commit, first token disputed
+    assert pick(3, disagree_2) is None  # not deep enough yet
+    assert pick(2, disagree_2) == (20, False)  # deep enough: the best hypothesis' token
+    assert pick(3, [[20, 30], [20, 31]]) == (20, True)  # agreed: no need to wait
+    assert pick(1, [[20], [21]]) == (20, False)
+
+
 def test_time_budget_ends_the_sentence() -> None:
     engine = Engine.tiny(0)
     s = Session(engine, policy="full", options=SearchOptions(beam=4, time_budget_ms=1e-6))
