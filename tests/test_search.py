@@ -18,13 +18,15 @@ from simulmt.policies import (
     Policy,
     PolicyError,
     Signal,
+    load_policy,
 )
 from simulmt.policies.heuristic import LocalAgreement
 
 from simulmt.engine import Engine
 from simulmt.model.cache import StepKV
-from simulmt.model.state import BeamState, Hypothesis
+from simulmt.model.state import BeamState, Hypothesis, StreamState
 from simulmt.search.beam import expand, finished, score
+from simulmt.search.online import OnlineSearch
 from simulmt.search.options import Scoring, SearchOptions, Stopping
 from simulmt.search.step import StepResult
 from simulmt.session import Session
@@ -145,10 +147,6 @@ def test_speculative_lookahead_keeps_the_guarantees() -> None:
 def test_speculative_commit_waits_for_the_beam_to_be_deep_enough() -> None:
     """With beam > 1 a token is committed only once every hypothesis agrees on it or the beam
     has searched `lookahead` tokens past the committed ones (speculative beam search)."""
-    from simulmt.model.state import StreamState
-    from simulmt.policies import load_policy
-    from simulmt.search.online import OnlineSearch
-
     engine = Engine.tiny(0)
 
     def pick(lookahead: int, rows: list[list[int]]) -> tuple[int, bool] | None:
