@@ -4,6 +4,12 @@ Fine-tunes that start from the same weights stay in one basin, so their weighted
 soup", Wortsman et al. 2022) is a model too, and often better than each ingredient: here it
 keeps what one fine-tune learnt (copying names) and another (news words) without what each lost.
 The folders must share the architecture and the tokenizer; a mismatch is refused, not averaged.
+
+With `--base` (the model they were all fine-tuned from) and `--scale S`, the soup of the
+fine-tunes is moved S times as far from that base: base + S * (soup - base), task arithmetic
+(Ilharco et al. 2023). S = 1 is the plain soup of the fine-tunes; an equal soup that counts the
+base as one of n + 1 ingredients is S = n / (n + 1); S > 1 extrapolates (measured in
+docs/model-notes.md, "Moving the soup further from the base").
 """
 
 from __future__ import annotations
@@ -35,6 +41,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="",
         help="comma-separated weights, one per --model (default: equal); normalised to sum 1",
     )
+    parser.add_argument(
+        "--base",
+        type=Path,
+        default=None,
+        help="the folder every --model was fine-tuned from: write base + scale * (soup - base)",
+    )
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=None,
+        help="with --base: how far from the base, in units of the soup's distance (default 1)",
+    )
     parser.add_argument("--out", type=Path, required=True, help="model folder to write")
     parser.add_argument("--name", default="", help="model name (default: the folder name)")
     parser.add_argument(
@@ -64,10 +82,17 @@ def soup(
     weights: list[float] | None = None,
     name: str = "",
     fp16: bool = True,
+    base: Path | None = None,
+    scale: float = 1.0,
 ) -> Path:
-    """Write the weighted mean of the folders' weights as a model folder; returns its model.pt."""
-    if len(folders) < 2:
-        raise ValueError("a soup needs at least two model folders")
+    """Write the weighted mean of the folders' weights as a model folder (with `base`: that
+    mean moved `scale` times as far from the base); returns its model.pt."""
+    if len(folders) < (1 if base is not None else 2):
+        raise ValueError("a soup needs at least two model folders (or one and --base)")
+    if not 0 < scale <= 4:
+        raise ValueError(f"scale {scale}: expected a number in (0, 4]")
+    if scale != 1.0 and base is None:
+        raise ValueError("a scale needs the base model the folders were fine-tuned from (--base)")
     ws = weights if weights is not None else [1.0 / len(folders)] * len(folders)
     if len(ws) != len(folders) or abs(sum(ws) - 1.0) > 1e-6:
         raise ValueError(
@@ -76,7 +101,11 @@ def soup(
         )
     payloads = [load_checkpoint(f / "model.pt") for f in folders]
     first = payloads[0]
-    for folder, p in zip(folders[1:], payloads[1:], strict=True):
+    start = load_checkpoint(base / "model.pt") if base is not None else None
+    others = list(zip(folders[1:], payloads[1:], strict=True))
+    if base is not None and start is not None:
+        others.append((base, start))
+    for folder, p in others:
         if p["model_config"] != first["model_config"]:
             raise CheckpointError(
                 f"{folder} has another architecture than {folders[0]} "
@@ -97,15 +126,20 @@ def soup(
             continue
         total = sum(w * p["model"][key].double() for w, p in zip(ws, payloads, strict=True))
         assert isinstance(total, torch.Tensor)
+        if start is not None:
+            origin = start["model"][key].double()
+            total = origin + scale * (total - origin)
         mean[key] = total.half() if fp16 else total.float()
     metas = [dict(p.get("meta", {})) for p in payloads]
+    # the base's run is part of the compute of what is written, whether or not it is an ingredient
+    counted = metas + ([dict(start.get("meta", {}))] if start is not None else [])
     meta: dict[str, Any] = {
         "name": name or out.name,
         "src": metas[0].get("src", "de"),
         "tgt": metas[0].get("tgt", "en"),
-        "steps": max(int(m.get("steps", 0)) for m in metas),
+        "steps": max(int(m.get("steps", 0)) for m in counted),
         # each fine-tune's hours are its own run's, so the sum is the compute of the whole soup
-        "train_hours": round(sum(float(m.get("train_hours", 0.0)) for m in metas), 2),
+        "train_hours": round(sum(float(m.get("train_hours", 0.0)) for m in counted), 2),
         "soup": [
             {
                 "model": str(m.get("name", f.name)),
@@ -116,6 +150,9 @@ def soup(
             for f, m, w in zip(folders, metas, ws, strict=True)
         ],
     }
+    if start is not None and base is not None:
+        meta["base"] = str(start.get("meta", {}).get("name", base.name))
+        meta["scale"] = scale
     payload = {
         "model_config": first["model_config"],
         "model": mean,
@@ -135,9 +172,13 @@ def soup(
 def run(args: argparse.Namespace) -> int:
     try:
         weights = parse_weights(args.weights, len(args.model))
-        path = soup(args.model, args.out, weights=weights, name=args.name, fp16=not args.fp32)
+        if args.scale is not None and args.base is None:
+            raise ValueError("--scale needs --base (the model the folders were fine-tuned from)")
+        path = soup(args.model, args.out, weights=weights, name=args.name, fp16=not args.fp32,
+                    base=args.base, scale=1.0 if args.scale is None else args.scale)
     except (CheckpointError, ValueError, KeyError, OSError) as e:
         print(f"simulmt soup: {e}", file=sys.stderr)
         return 2
-    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, weights {weights})")
+    moved = f", {args.scale or 1.0}x as far from {args.base}" if args.base is not None else ""
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB, weights {weights}{moved})")
     return 0

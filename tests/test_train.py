@@ -267,6 +267,46 @@ def test_soup_is_the_weighted_mean_of_fine_tunes_and_refuses_strangers(
     assert not (tmp_path / "bad").exists()
 
 
+def test_soup_with_a_base_moves_the_mean_scale_times_as_far_from_it(
+    data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    Trainer(tiny_config(data_dir, tmp_path / "run", max_steps=9)).run()
+    base, a, b = tmp_path / "base", tmp_path / "a", tmp_path / "b"
+    export(tmp_path / "run", a, average=1, fp16=False)
+    export(tmp_path / "run", b, average=2, fp16=False)
+    export(tmp_path / "run", base, average=5, fp16=False)
+    w0, wa, wb = (load_checkpoint(f / "model.pt")["model"] for f in (base, a, b))
+    soup([a, b], tmp_path / "x", base=base, scale=1.5, fp16=False)
+    moved = load_checkpoint(tmp_path / "x" / "model.pt")
+    for key, value in moved["model"].items():
+        if value.is_floating_point():
+            expected = w0[key].double() + 1.5 * ((wa[key].double() + wb[key].double()) / 2
+                                                  - w0[key].double())
+            torch.testing.assert_close(value, expected.float())
+    assert moved["meta"]["scale"] == 1.5 and moved["meta"]["base"] == "base"
+    # scale 1 is the plain soup of the fine-tunes, whatever the base
+    soup([a, b], tmp_path / "one", base=base, scale=1.0, fp16=False)
+    soup([a, b], tmp_path / "plain", fp16=False)
+    one, plain = (load_checkpoint(tmp_path / f / "model.pt")["model"] for f in ("one", "plain"))
+    assert all(torch.allclose(one[k].float(), plain[k].float(), atol=1e-6) for k in plain)
+    ups = Session(Engine.load(tmp_path / "x"), policy="wait-k:k=2").push("Ich habe ein Buch .")
+    assert ups[-1].final
+    with pytest.raises(ValueError, match="needs the base model"):
+        soup([a, b], tmp_path / "bad", scale=1.5)
+    with pytest.raises(ValueError, match="expected a number in"):
+        soup([a, b], tmp_path / "bad", base=base, scale=0.0)
+    from simulmt.cli import main
+
+    flags = ["soup", "--model", str(a), "--model", str(b), "--out", str(tmp_path / "bad")]
+    assert main([*flags, "--scale", "2"]) == 2
+    assert "--scale needs --base" in capsys.readouterr().err
+    Trainer(tiny_config(data_dir, tmp_path / "run2", max_steps=3, **{"model.d_ff": 48})).run()
+    export(tmp_path / "run2", tmp_path / "other")
+    assert main([*flags, "--base", str(tmp_path / "other"), "--scale", "2"]) == 2
+    assert "another architecture" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
+
+
 def test_warm_start_from_model_folder(data_dir: Path, tmp_path: Path) -> None:
     Trainer(tiny_config(data_dir, tmp_path / "run", max_steps=6)).run()
     export(tmp_path / "run", tmp_path / "model")
