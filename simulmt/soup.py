@@ -101,9 +101,10 @@ def soup(
         )
     payloads = [load_checkpoint(f / "model.pt") for f in folders]
     first = payloads[0]
-    start = load_checkpoint(base / "model.pt") if base is not None else None
     others = list(zip(folders[1:], payloads[1:], strict=True))
-    if base is not None and start is not None:
+    start = None  # the base's payload, checked like an ingredient's
+    if base is not None:
+        start = load_checkpoint(base / "model.pt")
         others.append((base, start))
     for folder, p in others:
         if p["model_config"] != first["model_config"]:
@@ -131,7 +132,7 @@ def soup(
             total = origin + scale * (total - origin)
         mean[key] = total.half() if fp16 else total.float()
     metas = [dict(p.get("meta", {})) for p in payloads]
-    # the base's run is part of the compute of what is written, whether or not it is an ingredient
+    # the base's run is part of the compute of what is written
     counted = metas + ([dict(start.get("meta", {}))] if start is not None else [])
     meta: dict[str, Any] = {
         "name": name or out.name,
