@@ -3,7 +3,9 @@
 #   the project's held-out test split (every 5th line, per source: tatoeba, europarl and the
 #   registry sources), newstest2014 and newstest2015 (../shared/corpora/newstest; never trained
 #   on), each in its written view and its recognizer view (lowercase, no punctuation);
-#   full sentence (beam 5 and greedy) and wait-1/3/5/7 (greedy, word level).
+#   full sentence (beam 5 and greedy), wait-1/3/5/7 (greedy, word level) and wait-3 with beam 5
+#   (speculative beam search, `eval --beam 5`'s default depth 3; WAITK_BEAM="k …" sets the k, ""
+#   skips it: it costs about as much as the four greedy wait-k runs together).
 #   [EVAL_FLAGS="--loop-guard 8 --dtype int8"] scripts/benchmark-model.sh MODEL_DIR [OUT_DIR] [CORPUS_DIR]
 # SETS=dev measures on the dev sets instead, to choose between candidate models without touching
 # a test set: newstest2013 every 10th line (300, the news dev set) and the corpus's dev split
@@ -56,7 +58,9 @@ for entry in "${sets[@]}"; do
     args=(--model "$MODEL" --source "$src" --reference "$ref" --source-style "$view"
           --jobs "$JOBS" --threads 1 --no-progress --json "${extra[@]}")
     [ -n "$groups" ] && args+=(--groups "$groups")
-    for run in "beam5 --policy full --beam 5" "greedy --policy full --sweep wait-k:k=1,3,5,7"; do
+    runs=("beam5 --policy full --beam 5" "greedy --policy full --sweep wait-k:k=1,3,5,7")
+    for k in ${WAITK_BEAM-3}; do runs+=("wait$k-beam5 --policy wait-k:k=$k --beam 5"); done
+    for run in "${runs[@]}"; do
       read -r tag flags <<< "$run"
       part="$OUT/$name/$set-$view-$tag.jsonl"  # a finished run is kept: a rerun resumes
       if [ ! -s "$part" ]; then
