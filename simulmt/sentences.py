@@ -72,8 +72,8 @@ class Sentence:
 
 
 def fallback_cut(words: Sequence[str], *, window: int) -> int:
-    """Without a detector: keep up to the last word among the last `window` that ends in a
-    weak break (, ; :), else keep them all (the cut falls at the limit)."""
+    """Without a detector: keep up to the last word among the last `window` that ends a
+    sentence or a weak break (WEAK_ENDS), else keep them all (the cut falls at the limit)."""
     for i in range(len(words) - 1, max(0, len(words) - window) - 1, -1):
         if ends_sentence(words[i]) or words[i].endswith(WEAK_ENDS):
             return i + 1

@@ -28,7 +28,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--beam", type=int, default=1, help="beam size (default 1: greedy)")
     parser.add_argument(
-        "--lookahead", type=int, default=1, help="speculative commit depth for beam > 1"
+        "--speculate",
+        "--lookahead",  # its earlier name; `eval` and `client` use --lookahead for segmentation
+        dest="speculate",
+        type=int,
+        default=SearchOptions.lookahead,
+        metavar="N",
+        help="with --beam > 1 and a simultaneous policy: commit a token once every hypothesis "
+        "agrees on it or the beam has searched N tokens past what is committed (speculative "
+        f"beam search; default {SearchOptions.lookahead}, as `eval` and `serve`)",
     )
     parser.add_argument("--scoring", choices=[s.value for s in Scoring], default=Scoring.GNMT.value)
     parser.add_argument(
@@ -92,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         opts = SearchOptions(
             beam=args.beam,
-            lookahead=args.lookahead,
+            lookahead=args.speculate,
             scoring=Scoring(args.scoring),
             unit=WriteUnit(args.unit),
             loop_guard=args.loop_guard,

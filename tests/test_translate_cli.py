@@ -149,3 +149,25 @@ def test_segmentation_auto_needs_a_detector_and_ignores_line_breaks(
     assert got == ["Ich habe heute . Der Hund läuft schnell"]
     proc = translate(with_detector, TWO_LINES, *common, "--segment-lookahead", "5")
     assert proc.returncode == 2 and "lookahead must be in 0..4" in proc.stderr
+
+
+def test_translate_searches_as_deep_as_eval_and_serve() -> None:
+    """`translate --beam 5` once committed after one token while eval and serve look three
+    ahead (worth 1.0-1.6 BLEU on newstest2015): every entry point must share one default."""
+    import argparse
+
+    from simulmt.eval import cli as eval_cli
+
+    from simulmt import translate as translate_cli
+    from simulmt.search.options import SearchOptions
+
+    parser = argparse.ArgumentParser()
+    translate_cli.add_arguments(parser)
+    eval_parser = argparse.ArgumentParser()
+    eval_cli.add_arguments(eval_parser)
+    eval_depth = eval_cli.run_config_from_args(
+        eval_parser.parse_args(["--source", "x.de", "--reference", "x.en"])).speculate
+    server_depth = SearchOptions(beam=5).lookahead  # what server/connection.py builds
+    assert parser.parse_args([]).speculate == eval_depth == server_depth > 1
+    assert parser.parse_args(["--speculate", "2"]).speculate == 2
+    assert parser.parse_args(["--lookahead", "2"]).speculate == 2  # the flag's earlier name
