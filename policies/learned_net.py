@@ -23,9 +23,6 @@ outputs one logit: log-odds of WRITE.
 
 from __future__ import annotations
 
-import os
-import pickle
-import zipfile
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -33,6 +30,8 @@ from typing import Any
 import torch
 from simulmt.policies.base import PolicyError
 from torch import nn
+
+from simulmt.torchfile import load_checked, save_atomic
 
 FORMAT = "simulmt-policy-v1"
 N_SCALARS = 6  # entropy, top prob, log1p(read), log1p(written), lag, source finished
@@ -158,32 +157,17 @@ def save_policy(path: Path, net: PolicyNet, *, meta: dict[str, Any],
                 resume: dict[str, Any] | None = None) -> None:
     """Write a policy checkpoint atomically: a dict of tensors and primitives, loadable with
     torch.load(weights_only=True)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     payload: dict[str, Any] = {"format": FORMAT, "net_config": asdict(net.cfg),
                                "net": net.state_dict(), "meta": meta}
     if resume is not None:
         payload["resume"] = resume
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
+    save_atomic(path, payload)
 
 
 def read_policy_file(path: Path) -> dict[str, Any]:
     """Load and check a policy checkpoint dict; PolicyError saying what is wrong otherwise."""
-    if not path.is_file():
-        raise PolicyError(f"no policy checkpoint at {path}; {TRAIN_HINT}")
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, OSError) as e:
-        raise PolicyError(f"policy checkpoint {path} is corrupt or truncated ({e}); "
-                          f"{TRAIN_HINT}") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise PolicyError(f"{path} is not a learned-policy checkpoint (expected a dict with "
-                          f"format={FORMAT!r}); {TRAIN_HINT}")
-    for key in ("net_config", "net", "meta"):
-        if key not in data:
-            raise PolicyError(f"policy checkpoint {path} has no {key!r} entry; {TRAIN_HINT}")
-    return data
+    return load_checked(path, fmt=FORMAT, keys=("net_config", "net", "meta"), error=PolicyError,
+                        what="policy checkpoint", kind="learned-policy checkpoint", hint=TRAIN_HINT)
 
 
 def net_from_checkpoint(path: Path, data: dict[str, Any] | None = None) -> PolicyNet:

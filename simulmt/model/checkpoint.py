@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
-import pickle
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +10,7 @@ import torch
 
 from simulmt.model.config import ModelConfig
 from simulmt.model.transformer import SimulTransformer
+from simulmt.torchfile import load_checked, save_atomic
 
 log = logging.getLogger(__name__)
 FORMAT = "simulmt-checkpoint-v1"
@@ -23,28 +21,13 @@ class CheckpointError(ValueError):
 
 
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
-    """Write atomically (temp file + rename) so a crash never leaves a half-written file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save({"format": FORMAT, **payload}, tmp)
-    os.replace(tmp, path)
+    """Write atomically, so a crash never leaves a half-written checkpoint."""
+    save_atomic(path, {"format": FORMAT, **payload})
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} does not exist")
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, OSError) as e:
-        raise CheckpointError(f"checkpoint {path} is corrupt or truncated: {e}") from e
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise CheckpointError(
-            f"{path} is not a simulmt checkpoint (expected a dict with format={FORMAT!r})"
-        )
-    for key in ("model_config", "model"):
-        if key not in data:
-            raise CheckpointError(f"checkpoint {path} has no {key!r} entry")
-    return data
+    return load_checked(path, fmt=FORMAT, keys=("model_config", "model"), error=CheckpointError,
+                        what="checkpoint", kind="simulmt checkpoint")
 
 
 def model_from_checkpoint(path: Path, data: dict[str, Any] | None = None) -> SimulTransformer:

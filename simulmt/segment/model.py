@@ -8,9 +8,6 @@ threshold of each head is tuned on dev data and stored with the weights.
 from __future__ import annotations
 
 import enum
-import os
-import pickle
-import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +16,7 @@ import torch
 from torch import nn
 
 from simulmt.segment.features import N_FLAGS, N_IDS
+from simulmt.torchfile import load_checked, save_atomic
 
 __all__ = [
     "Encoder",
@@ -115,30 +113,18 @@ class SegmenterNet(nn.Module):
 
 def save_segmenter(path: Path, net: SegmenterNet, *, meta: dict[str, Any]) -> None:
     """Write atomically; weights as float16 (the file stays small), thresholds exact."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     state = {
         k: v.half() if v.is_floating_point() and k != "thresholds" else v
         for k, v in net.state_dict().items()
     }
-    payload = {"format": FORMAT, "config": net.cfg.to_dict(), "model": state, "meta": meta}
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
+    save_atomic(path, {"format": FORMAT, "config": net.cfg.to_dict(), "model": state, "meta": meta})
 
 
 def load_segmenter(path: Path) -> tuple[SegmenterNet, dict[str, Any]]:
     """The network (float32, eval mode) and the metadata saved with it."""
-    if not path.is_file():
-        raise SegmenterError(f"segmenter file {path} does not exist")
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, OSError) as e:
-        raise SegmenterError(f"segmenter file {path} is corrupt or truncated: {e}") from e
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise SegmenterError(
-            f"{path} is not a segmenter file (expected a dict with format={FORMAT!r}); "
-            "train one with `simulmt train-segmenter`"
-        )
+    data = load_checked(path, fmt=FORMAT, keys=("config", "model"), error=SegmenterError,
+                        what="segmenter file", kind="segmenter file",
+                        hint="train one with `simulmt train-segmenter`")
     try:
         net = SegmenterNet(SegmenterConfig.from_dict(dict(data["config"])))
         net.load_state_dict({k: v.float() for k, v in data["model"].items()})
