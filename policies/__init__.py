@@ -17,6 +17,7 @@ from simulmt.policies.base import (
     SchedulePolicy,
     Signal,
     SpecPolicy,
+    lag_bounds,
 )
 from simulmt.policies.registry import available, describe, load_policy
 from simulmt.policies.schedules import FixedSchedule
@@ -39,5 +40,6 @@ __all__ = [
     "SpecPolicy",
     "available",
     "describe",
+    "lag_bounds",
     "load_policy",
 ]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import torch
-from simulmt.policies.base import Action, Observation, PolicyError, Signal, check_observation
+from simulmt.policies.base import Action, Observation, PolicyError, Signal, lag_bounds
 from simulmt.policies.spec import BasePolicy
 
 
@@ -74,13 +74,9 @@ class AlignAtt(BasePolicy):
             raise PolicyError(f"lag_min must be >= 0 (got {self.lag_min})")
 
     def decide(self, obs: Observation) -> Action:
-        check_observation(obs)
-        if obs.source_finished:
-            return Action.WRITE
-        if obs.src_read < self.k_min:
-            return Action.READ
-        if self.lag_min and obs.src_read < self.lag_min + obs.tgt_written:
-            return Action.READ
+        bound = lag_bounds(obs, k_min=self.k_min, lag_min=self.lag_min)
+        if bound is not None:
+            return bound
         if self.f == 0:
             return Action.WRITE
         attn = _word_attention(obs, self.name)  # (W,)

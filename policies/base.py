@@ -124,3 +124,24 @@ def check_observation(obs: Observation) -> None:
         raise PolicyError(
             f"invalid observation {obs}: src_read, tgt_written and src_available must be >= 0"
         )
+
+
+def lag_bounds(obs: Observation, *, k_min: int = 1, k_max: int = 0,
+               lag_min: int = 0) -> Action | None:
+    """The decision an adaptive policy takes without asking the model, or None to ask it.
+
+    WRITE once the source is finished, or at lag k_max (src_read >= k_max + tgt_written;
+    0: no bound); READ before `k_min` source words, or below lag `lag_min` (src_read <
+    lag_min + tgt_written; 0: no bound). Between the bounds the policy's own rule decides, so
+    a learned or heuristic rule can never run further ahead or behind than wait-k would.
+    """
+    check_observation(obs)
+    if obs.source_finished:
+        return Action.WRITE
+    if obs.src_read < k_min:
+        return Action.READ
+    if k_max and obs.src_read >= k_max + obs.tgt_written:
+        return Action.WRITE
+    if lag_min and obs.src_read < lag_min + obs.tgt_written:
+        return Action.READ
+    return None

@@ -24,6 +24,7 @@ from simulmt.policies.base import (
     PolicyError,
     Signal,
     check_observation,
+    lag_bounds,
 )
 from simulmt.policies.spec import BasePolicy
 
@@ -61,16 +62,6 @@ def _with_lookahead(obs: Observation, policy: str) -> tuple[torch.Tensor, torch.
     return now, ahead
 
 
-def _before_model(obs: Observation, k_min: int) -> Action | None:
-    """The decision every adaptive policy makes before looking at the model, if any."""
-    check_observation(obs)
-    if obs.source_finished:
-        return Action.WRITE
-    if obs.src_read < k_min:
-        return Action.READ
-    return None
-
-
 @dataclass(frozen=True)
 class _LookaheadPolicy(BasePolicy, abc.ABC):
     """Shared rule of Cho & Esipova's policies: compare the next-token distribution on x≤j
@@ -84,7 +75,7 @@ class _LookaheadPolicy(BasePolicy, abc.ABC):
         _check_k_min(self.k_min)
 
     def decide(self, obs: Observation) -> Action:
-        early = _before_model(obs, self.k_min)
+        early = lag_bounds(obs, k_min=self.k_min)
         if early is not None:
             return early
         pair = _with_lookahead(obs, self.name)
@@ -149,7 +140,7 @@ class Confidence(BasePolicy):
         _check_k_min(self.k_min)
 
     def decide(self, obs: Observation) -> Action:
-        early = _before_model(obs, self.k_min)
+        early = lag_bounds(obs, k_min=self.k_min)
         if early is not None:
             return early
         top = float(_log_probs(obs, self.name).max().exp())
@@ -197,14 +188,11 @@ class AdaptiveWaitK(BasePolicy):
         return self.rho - self.d * (lag - self.k_min)
 
     def decide(self, obs: Observation) -> Action:
-        early = _before_model(obs, self.k_min)
+        # k_max >= k_min, so the two lag bounds never both hold
+        early = lag_bounds(obs, k_min=self.k_min, k_max=self.k_max, lag_min=self.k_min)
         if early is not None:
             return early
         lag = obs.src_read - obs.tgt_written
-        if lag < self.k_min:
-            return Action.READ
-        if lag >= self.k_max:
-            return Action.WRITE
         top = float(_log_probs(obs, self.name).max().exp())
         return Action.WRITE if top >= self.threshold(lag) else Action.READ
 

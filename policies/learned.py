@@ -32,7 +32,7 @@ from simulmt.policies.base import (
     Observation,
     PolicyError,
     Signal,
-    check_observation,
+    lag_bounds,
 )
 from simulmt.policies.learned_net import (
     TRAIN_HINT,
@@ -125,15 +125,9 @@ class LearnedPolicy(BasePolicy):
             object.__setattr__(self, "needs", type(self).needs | {Signal.ATTENTION})
 
     def decide(self, obs: Observation) -> Action:
-        check_observation(obs)
-        if obs.source_finished:
-            return Action.WRITE
-        if obs.src_read < self.k_min:
-            return Action.READ
-        if self.k_max and obs.src_read >= self.k_max + obs.tgt_written:
-            return Action.WRITE
-        if self.lag_min and obs.src_read < self.lag_min + obs.tgt_written:
-            return Action.READ
+        bound = lag_bounds(obs, k_min=self.k_min, k_max=self.k_max, lag_min=self.lag_min)
+        if bound is not None:
+            return bound
         return Action.WRITE if self.write_prob(obs) >= self.threshold else Action.READ
 
     def write_prob(self, obs: Observation) -> float:

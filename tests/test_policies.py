@@ -290,3 +290,27 @@ def test_spec_round_trip(policy: Policy) -> None:
     again = load_policy(spec)
     assert again == policy and type(again) is type(policy)
     assert again.spec() == spec
+
+
+@given(src_read=st.integers(0, 30), tgt_written=st.integers(0, 30), finished=st.booleans(),
+       k_min=st.integers(1, 6), k_max=st.integers(0, 12), lag_min=st.integers(0, 6))
+def test_lag_bounds_leave_the_policy_only_the_band_between_wait_lag_min_and_wait_k_max(
+    src_read: int, tgt_written: int, finished: bool, k_min: int, k_max: int, lag_min: int,
+) -> None:
+    """Whatever the adaptive rule says, it is asked only inside the band; outside, the bound
+    decides as wait-k would, and a finished source is always written out."""
+    from simulmt.policies import Action, Observation, lag_bounds
+
+    obs = Observation(src_read=src_read, tgt_written=tgt_written, source_finished=finished)
+    got = lag_bounds(obs, k_min=k_min, k_max=k_max, lag_min=lag_min)
+    lag = src_read - tgt_written
+    if finished:
+        assert got is Action.WRITE
+    elif src_read < k_min:
+        assert got is Action.READ
+    elif k_max and lag >= k_max:
+        assert got is Action.WRITE
+    elif lag_min and lag < lag_min:
+        assert got is Action.READ
+    else:
+        assert got is None and (not k_max or lag < k_max) and (not lag_min or lag >= lag_min)
