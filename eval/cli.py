@@ -188,6 +188,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "model",
     )
     a(
+        "--keep-number-format",
+        action="store_true",
+        help="write numbers as the model copies them (German 2.100, 16,1); by default, as "
+        "`serve` does, a number copied in the source's notation is written in the target's "
+        "(2,100, 16.1)",
+    )
+    a(
         "--groups",
         type=Path,
         default=None,
@@ -275,6 +282,7 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
         segmentation=Segmentation(args.segmentation),
         lookahead=args.lookahead,
         drop_fillers=not args.keep_fillers,
+        localise_numbers=not args.keep_number_format,
     )
 
 

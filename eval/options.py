@@ -33,6 +33,9 @@ class RunConfig:
     # hesitation sounds ("äh", "hm") never reach the model, as in `serve`; delays still count
     # them (they are input words the speaker took time to say)
     drop_fillers: bool = True
+    # numbers copied in the source's notation are written in the target's ("2.100" -> "2,100"),
+    # as in `serve`
+    localise_numbers: bool = True
 
     def search_options(self) -> SearchOptions:
         return SearchOptions(

@@ -169,6 +169,7 @@ def _run_pool(
                 segmentation=config.segmentation,
                 lookahead=config.lookahead,
                 drop_fillers=config.drop_fillers,
+                localise_numbers=config.localise_numbers,
             )
             active.append((track, session))
         if not active:

@@ -32,6 +32,7 @@ FIELDS = {  # the fields each client message may carry in simulmt.v1
         "segmentation",
         "lookahead",
         "fillers",
+        "numbers",
         "resume",
     ),
     "source": ("type", "text"),
@@ -127,6 +128,8 @@ class Start:
     segmentation: Segmentation | None = None
     lookahead: int | None = None  # auto only: words the detector reads past a boundary
     drop_fillers: bool = True  # "fillers": "drop" (default) or "keep" hesitation sounds
+    # "numbers": "localise" (default: "2.100" copied from German is written "2,100") or "keep"
+    localise_numbers: bool = True
 
 
 @dataclass(frozen=True)
@@ -252,6 +255,14 @@ def _parse_start(data: Mapping[str, Any], *, default_policy: str, max_beam: int)
             f"start.fillers is {repr(fillers)[:40]}; accepted: 'drop' (hesitation sounds such "
             "as äh, ähm, hm never reach the model; the default) or 'keep'",
         )
+    numbers = data.get("numbers", "localise")
+    if numbers not in ("localise", "keep"):
+        raise ProtocolError(
+            ErrorCode.BAD_START,
+            f"start.numbers is {repr(numbers)[:40]}; accepted: 'localise' (a number copied "
+            "in the source's notation, German 2.100 or 16,1, is written in the target's, 2,100 "
+            "or 16.1; the default) or 'keep' (as the model writes it)",
+        )
     return Start(
         policy=policy.strip(),
         beam=beam,
@@ -262,6 +273,7 @@ def _parse_start(data: Mapping[str, Any], *, default_policy: str, max_beam: int)
         segmentation=segmentation,
         lookahead=lookahead,
         drop_fillers=fillers == "drop",
+        localise_numbers=numbers == "localise",
     )
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from simulmt.data.tokenizer import Tokenizer
 from simulmt.model.state import StreamState
+from simulmt.numbers import NumberNotation
 from simulmt.sentences import Sentence
 from simulmt.updates import Update
 
@@ -27,6 +28,8 @@ class Display:
     shown_tentative: str = ""
     shown_tail: tuple[int, ...] | None = None  # tentative token ids last shown
     shown_final: bool = False
+    # rewrites numbers copied in the source's notation ("2.100" -> "2,100"); None: as written
+    numbers: NumberNotation | None = None
 
     def update(
         self,
@@ -43,7 +46,7 @@ class Display:
         if self.shown_final:
             return None
         if st.complete_tokens > self.decoded_tokens:
-            self._decode_words(st, tokenizer)
+            self._decode_words(st, tokenizer, sent.words)
         new_words = self.words[self.shown_words :]
         if tail is None:
             if not new_words and not st.done:
@@ -55,6 +58,8 @@ class Display:
                 return None
         self.shown_tail = tail_ids
         tentative = "" if st.done or not tail_ids else tokenizer.decode(list(tail_ids))
+        if tentative and self.numbers is not None:
+            tentative = " ".join(self.numbers.localise(w, sent.words) for w in tentative.split())
         if tentative and self.words:
             tentative = " " + tentative
         if not new_words and tentative == self.shown_tentative and not st.done:
@@ -79,14 +84,17 @@ class Display:
             source=" ".join(sent.words) if st.done else "",
         )
 
-    def _decode_words(self, st: StreamState, tok: Tokenizer) -> None:
+    def _decode_words(self, st: StreamState, tok: Tokenizer, source: list[str]) -> None:
         """Detokenize the newly complete committed words, one subword group at a time so that
-        each whitespace word gets its group's delay (a group may decode to 0 or 2 words)."""
+        each whitespace word gets its group's delay (a group may decode to 0 or 2 words).
+        `source`: the sentence's words received so far, whose numbers `numbers` converts."""
         ids, end = st.committed, st.complete_tokens
         starts = [i for i in range(self.decoded_tokens, end) if i == 0 or tok.is_word_start(ids[i])]
         delays = st.completed_at[len(st.completed_at) - len(starts) :]  # the span's groups'
         for s, e, delay in zip(starts, [*starts[1:], end], delays, strict=True):
             words = tok.decode(ids[s:e]).split()
+            if self.numbers is not None:
+                words = [self.numbers.localise(w, source) for w in words]
             self.words += words
             self.word_delays += [delay] * len(words)
         self.decoded_tokens = end

@@ -25,6 +25,7 @@ from simulmt.display import Display
 from simulmt.engine import Engine
 from simulmt.fillers import filler_ends_sentence, is_filler
 from simulmt.model.state import StreamState
+from simulmt.numbers import NumberNotation
 from simulmt.policies.base import Policy
 from simulmt.policies.registry import load_policy
 from simulmt.search.online import OnlineSearch, SourceView
@@ -112,12 +113,17 @@ class Session:
         lookahead: int = 2,
         detector: BoundaryDetector | None = None,
         drop_fillers: bool = True,
+        localise_numbers: bool = True,
     ) -> None:
         """`tentative=False`: updates carry committed words only (no tentative tail is
         detokenized), for consumers that never show it (evaluation, subtitle files).
 
         `drop_fillers`: hesitation sounds ("äh", "ähm", "hm"; `simulmt.fillers`) never reach
         the model (a filler that ends a sentence, "äh.", still ends it in `punctuation` mode).
+
+        `localise_numbers`: a number the model copies in the source's notation is written in
+        the target's ("2.100" -> "2,100" for de→en; `simulmt.numbers`); False: as the model
+        wrote it.
 
         `segmentation` says what ends a sentence (see `simulmt.sentences`); `auto` uses
         `detector`, or else the engine's boundary network read with `lookahead` words
@@ -133,6 +139,9 @@ class Session:
         self.segmentation = Segmentation.parse(segmentation)
         self.drop_fillers = drop_fillers
         self.fillers_dropped = 0  # hesitation sounds received and left out
+        self.numbers = (
+            NumberNotation.for_pair(engine.info.src, engine.info.tgt) if localise_numbers else None
+        )
         if self.segmentation is Segmentation.AUTO and detector is None:
             detector = make_detector(engine, lookahead=lookahead)
         self.warnings: list[str] = []  # human-readable notes about the input (unknown chars, cuts)
@@ -148,7 +157,7 @@ class Session:
         )
         self.sentences: list[Sentence] = self.cutter.sentences  # [0] is being decoded
         self.stream: StreamState | None = None  # the decoding state of sentences[0]
-        self.display = Display()  # what updates have shown of sentences[0]
+        self.display = Display(numbers=self.numbers)  # what updates showed of sentences[0]
         self.encoded = 0  # words of sentences[0] already encoded
         self.closed = False
         self._has_work = False  # set by `plan`; new input sets it too
@@ -263,7 +272,8 @@ class Session:
     def _start_stream(self) -> list[str]:
         """The current sentence's words not yet encoded (starting its stream if none)."""
         if self.stream is None and self.sentences:
-            self.stream, self.encoded, self.display = StreamState(), 0, Display()
+            self.stream, self.encoded = StreamState(), 0
+            self.display = Display(numbers=self.numbers)
         return self.sentences[0].words[self.encoded :] if self.stream is not None else []
 
     def _settle(self, out: list[Update]) -> None:

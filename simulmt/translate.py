@@ -74,6 +74,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="translate hesitation sounds (äh, ähm, hm) too; by default they are dropped",
     )
     parser.add_argument(
+        "--keep-number-format",
+        action="store_true",
+        help="write numbers as the model copies them (German 2.100, 16,1); by default a number "
+        "copied in the source's notation is written in the target's (2,100, 16.1)",
+    )
+    parser.add_argument(
         "--model", type=Path, help="model folder (default: the bundled de→en model)"
     )
     parser.add_argument(
@@ -114,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
             segmentation=segmentation,
             lookahead=args.segment_lookahead,
             drop_fillers=not args.keep_fillers,
+            localise_numbers=not args.keep_number_format,
         )
     except (PolicyError, ValueError, OSError) as e:
         print(f"simulmt translate: {e}", file=sys.stderr)
