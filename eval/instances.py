@@ -111,6 +111,17 @@ def read_instances(path: Path) -> list[SentenceStats]:
     return out
 
 
+def read_predictions(path: Path) -> list[str]:
+    """The translations in `path`: a file of them, one a line, or the predictions of an
+    `instances.log` (named so; in line order), so that scripts score either alike."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if path.name != "instances.log":
+        return lines
+    records = [json.loads(line) for line in lines if line.strip()]
+    records.sort(key=lambda rec: int(rec.get("index", 0)))
+    return [str(rec["prediction"]) for rec in records]
+
+
 def _tsv_cell(value: object) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""

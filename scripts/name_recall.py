@@ -12,8 +12,9 @@ read the recognizer view. BLEU hides this failure: names are few, but a caption 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
+
+from simulmt.eval.instances import read_predictions
 
 from simulmt.data.names import WORD, copied_words
 
@@ -32,13 +33,6 @@ def recall(sources: list[str], references: list[str], hypotheses: list[str]) -> 
     return hit, total
 
 
-def read_hypotheses(path: Path) -> list[str]:
-    lines = path.read_text(encoding="utf-8").splitlines()
-    if path.name == "instances.log":
-        return [json.loads(line)["prediction"] for line in lines]
-    return lines
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--source", type=Path, required=True)
@@ -48,7 +42,7 @@ def main() -> None:
     sources = args.source.read_text(encoding="utf-8").splitlines()
     references = args.reference.read_text(encoding="utf-8").splitlines()
     for path in args.hypotheses:
-        hit, total = recall(sources, references, read_hypotheses(path))
+        hit, total = recall(sources, references, read_predictions(path))
         share = 100.0 * hit / total if total else 0.0
         print(f"{path}\t{hit}/{total}\t{share:.1f}%")
 

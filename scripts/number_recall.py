@@ -12,9 +12,10 @@ Each HYP is a file of translations, one a line, or an `instances.log` that `simu
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from pathlib import Path
+
+from simulmt.eval.instances import read_predictions
 
 from simulmt.numbers import NumberNotation
 
@@ -40,13 +41,6 @@ def recall(
     return hit, total
 
 
-def read_hypotheses(path: Path) -> list[str]:
-    lines = path.read_text(encoding="utf-8").splitlines()
-    if path.name == "instances.log":
-        return [json.loads(line)["prediction"] for line in lines]
-    return lines
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--source", type=Path, required=True)
@@ -59,7 +53,7 @@ def main() -> None:
     references = args.reference.read_text(encoding="utf-8").splitlines()
     notation = NumberNotation.for_pair(args.src, args.tgt)
     for path in args.hypotheses:
-        hit, total = recall(sources, references, read_hypotheses(path), notation)
+        hit, total = recall(sources, references, read_predictions(path), notation)
         share = 100.0 * hit / total if total else 0.0
         print(f"{path}\t{hit}/{total}\t{share:.1f}%")
 
