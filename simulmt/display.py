@@ -59,7 +59,7 @@ class Display:
         self.shown_tail = tail_ids
         tentative = "" if st.done or not tail_ids else tokenizer.decode(list(tail_ids))
         if tentative and self.numbers is not None:
-            tentative = " ".join(self.numbers.localise(w, sent.words) for w in tentative.split())
+            tentative = " ".join(self.numbers.localise_words(tentative.split(), sent.words))
         if tentative and self.words:
             tentative = " " + tentative
         if not new_words and tentative == self.shown_tentative and not st.done:
@@ -91,10 +91,11 @@ class Display:
         ids, end = st.committed, st.complete_tokens
         starts = [i for i in range(self.decoded_tokens, end) if i == 0 or tok.is_word_start(ids[i])]
         delays = st.completed_at[len(st.completed_at) - len(starts) :]  # the span's groups'
+        first_new = len(self.words)
         for s, e, delay in zip(starts, [*starts[1:], end], delays, strict=True):
             words = tok.decode(ids[s:e]).split()
-            if self.numbers is not None:
-                words = [self.numbers.localise(w, source) for w in words]
             self.words += words
             self.word_delays += [delay] * len(words)
+        if self.numbers is not None:
+            self.words[first_new:] = self.numbers.localise_words(self.words[first_new:], source)
         self.decoded_tokens = end

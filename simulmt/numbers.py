@@ -79,9 +79,14 @@ class NumberNotation:
 
     def localise(self, word: str, source: Sequence[str]) -> str:
         """`word` with each number copied verbatim from `source` in the target's notation."""
-        if not any(c.isdigit() for c in word):
-            return word
+        return self.localise_words([word], source)[0]
+
+    def localise_words(self, words: list[str], source: Sequence[str]) -> list[str]:
+        """`localise` for several words, reading the source's numbers once (and not at all
+        when no word has a digit, as almost none do)."""
+        if not any(c.isdigit() for word in words for c in word):
+            return words
         numbers = self.source_numbers(source)
         if not numbers:
-            return word
-        return _NUMBER.sub(lambda m: numbers.get(m.group(), m.group()), word)
+            return words
+        return [_NUMBER.sub(lambda m: numbers.get(m.group(), m.group()), w) for w in words]
