@@ -34,7 +34,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from simulmt.server.stream import StreamLog, paced, run_stream
+from simulmt.server.stream import StartOptions, StreamLog, paced, run_stream
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from soak_deploy import free_port, nginx_conf  # noqa: E402  (bench/ is not a package)
@@ -120,7 +120,8 @@ async def one_client(
     url: str, words: list[str], *, policy: str, rate: float, segmentation: str | None = None
 ) -> StreamLog:
     await asyncio.sleep(random.random() / rate)  # clients do not speak in lockstep
-    return await run_stream(url, paced(words, rate), policy=policy, segmentation=segmentation)
+    start = StartOptions(policy=policy, segmentation=segmentation)
+    return await run_stream(url, paced(words, rate), start=start)
 
 
 class ServerProcess:

@@ -21,7 +21,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from simulmt.server.stream import paced, run_stream
+from simulmt.server.stream import StartOptions, paced, run_stream
 
 from simulmt.segment.views import recognizer_view
 
@@ -64,9 +64,11 @@ def main() -> int:
             run_stream(
                 f"ws://127.0.0.1:{args.port}/ws",
                 paced(chunks, 0),
-                policy=args.policy,
-                segmentation=args.segmentation,
-                lookahead=args.lookahead,
+                start=StartOptions(
+                    policy=args.policy,
+                    segmentation=args.segmentation,
+                    lookahead=args.lookahead,
+                ),
             )
         )
         wall = time.perf_counter() - t

@@ -34,7 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load import added_delays, load_sentences  # noqa: E402  (bench/ is not a package)
-from simulmt.server.stream import StreamClient  # noqa: E402
+from simulmt.server.stream import StartOptions, StreamClient  # noqa: E402
 from soak_deploy import Deployment  # noqa: E402
 
 FAULTS = ("drop", "stall", "burst", "malformed", "unknown_type", "oversize", "idle")
@@ -60,7 +60,9 @@ class SoakClient:
     def __init__(self, url: str, index: int, args: argparse.Namespace, words: list[str]):
         self.rng = random.Random(args.seed * 100_003 + index)
         self.args, self.words = args, words
-        self.client = StreamClient(url, policy=args.policy, on_message=self._on_message)
+        self.client = StreamClient(
+            url, start=StartOptions(policy=args.policy), on_message=self._on_message
+        )
         self.result = ClientResult()
         self.segments: list[list[int]] = []  # seqs seen, per session
         self.burst = False

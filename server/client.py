@@ -18,7 +18,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from simulmt.server.stream import StreamLog, run_stream
+from simulmt.server.stream import StartOptions, StreamLog, run_stream
 from simulmt.server.subtitles import build_cues, to_srt, to_webvtt
 
 from simulmt.liveview import LiveView
@@ -53,6 +53,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="ask the server to translate hesitation sounds (äh, ähm, hm) too; it drops them "
         "by default",
+    )
+    parser.add_argument(
+        "--keep-number-format",
+        action="store_true",
+        help="ask the server to copy numbers as the source writes them (2.100,5); by default "
+        "it writes a copied number in English notation (2,100.5)",
     )
     parser.add_argument(
         "--rate", type=float, default=2.5, help="source words per second (default 2.5; 0 = max)"
@@ -103,6 +109,18 @@ def write_captions(log: StreamLog, *, vtt: Path | None, srt: Path | None) -> int
     return len(cues)
 
 
+def start_options(args: argparse.Namespace) -> StartOptions:
+    """The session this command line asks for; unset options are left to the server."""
+    return StartOptions(
+        policy=args.policy,
+        beam=args.beam,
+        segmentation=args.segmentation,
+        lookahead=args.lookahead,
+        fillers="keep" if args.keep_fillers else None,
+        numbers="keep" if args.keep_number_format else None,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     if args.file != "-" and not Path(args.file).is_file():
         print(f"simulmt client: no such file: {args.file}", file=sys.stderr)
@@ -116,13 +134,9 @@ def run(args: argparse.Namespace) -> int:
             run_stream(
                 args.url,
                 _words(args.file, args.rate),
-                policy=args.policy,
-                beam=args.beam,
+                start=start_options(args),
                 token=args.token,
                 on_message=view,
-                segmentation=args.segmentation,
-                lookahead=args.lookahead,
-                fillers="keep" if args.keep_fillers else None,
             )
         )
     except (OSError, TimeoutError) as e:

@@ -23,31 +23,37 @@ from simulmt.server.streamlog import JsonDict, Recorder, SentenceLog, StreamLog,
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
-__all__ = ["JsonDict", "Recorder", "SentenceLog", "StreamClient", "StreamLog", "paced"]
-__all__ += ["run_stream", "start_message"]
+__all__ = ["JsonDict", "Recorder", "SentenceLog", "StartOptions", "StreamClient", "StreamLog"]
+__all__ += ["paced", "run_stream", "start_message"]
 logger = logging.getLogger(__name__)
 NEW_SESSION_CODES = ("shutting_down", "resume_failed", "internal", "idle_timeout")
 RETRY_CLOSE = (1001, 1006, 1011, 1012, 1013, 1014)
 
 
-def start_message(
-    policy: str | None,
-    beam: int,
-    *,
-    segmentation: str | None = None,
-    lookahead: int | None = None,
-    fillers: str | None = None,
-) -> JsonDict:
-    """The `start` frame; None leaves a field to the server's default."""
-    msg: JsonDict = {"type": "start", "protocol": PROTOCOL, "beam": beam}
-    if policy is not None:
-        msg["policy"] = policy
-    if segmentation is not None:
-        msg["segmentation"] = segmentation
-    if lookahead is not None:
-        msg["lookahead"] = lookahead
-    if fillers is not None:
-        msg["fillers"] = fillers
+@dataclass(frozen=True)
+class StartOptions:
+    """What the client asks of its session in the `start` frame; None leaves a field to the
+    server's default (README, "Protocol")."""
+
+    policy: str | None = None
+    beam: int = 1
+    segmentation: str | None = None  # "auto", "punctuation" or "client"
+    lookahead: int | None = None  # auto segmentation: words read past a boundary
+    fillers: str | None = None  # "drop" or "keep"
+    numbers: str | None = None  # "localise" or "keep"
+
+
+def start_message(options: StartOptions) -> JsonDict:
+    """The `start` frame of a new session."""
+    msg: JsonDict = {"type": "start", "protocol": PROTOCOL, "beam": options.beam}
+    fields = {
+        "policy": options.policy,
+        "segmentation": options.segmentation,
+        "lookahead": options.lookahead,
+        "fillers": options.fillers,
+        "numbers": options.numbers,
+    }
+    msg.update({k: v for k, v in fields.items() if v is not None})
     return msg
 
 
@@ -73,18 +79,13 @@ class StreamClient:
         self,
         url: str,
         *,
-        policy: str | None = None,
-        beam: int = 1,
+        start: StartOptions = StartOptions(),
         token: str | None = None,
         on_message: Callable[[JsonDict], None] | None = None,
         reconnect: bool = True,
         max_attempts: int = 20,
-        segmentation: str | None = None,
-        lookahead: int | None = None,
-        fillers: str | None = None,
     ) -> None:
-        self.url, self.policy, self.beam, self.token = url, policy, beam, token
-        self.segmentation, self.lookahead, self.fillers = segmentation, lookahead, fillers
+        self.url, self.start, self.token = url, start, token
         self.on_message = on_message
         self.reconnect, self.max_attempts = reconnect, max_attempts
         self.t0 = time.monotonic()
@@ -172,13 +173,7 @@ class StreamClient:
         self._live, self._fatal, self._resend = False, None, []
         async with connect(self._url(), additional_headers=headers, open_timeout=30) as ws:
             self.ws = ws
-            start = start_message(
-                self.policy,
-                self.beam,
-                segmentation=self.segmentation,
-                lookahead=self.lookahead,
-                fillers=self.fillers,
-            )
+            start = start_message(self.start)
             if self.session is not None:
                 s = self.session
                 start["resume"] = {"session_id": s.session_id, "token": s.token,
@@ -318,26 +313,18 @@ async def run_stream(
     url: str,
     words: AsyncIterator[str],
     *,
-    policy: str | None = None,
-    beam: int = 1,
+    start: StartOptions = StartOptions(),
     token: str | None = None,
     on_message: Callable[[JsonDict], None] | None = None,
     reconnect: bool = True,
-    segmentation: str | None = None,
-    lookahead: int | None = None,
-    fillers: str | None = None,
 ) -> StreamLog:
     """Connect, `start`, send each item as a `source` message, `end`, and collect everything;
     resume (or start over) when the connection drops."""
     client = StreamClient(
         url,
-        policy=policy,
-        beam=beam,
+        start=start,
         token=token,
         on_message=on_message,
         reconnect=reconnect,
-        segmentation=segmentation,
-        lookahead=lookahead,
-        fillers=fillers,
     )
     return await client.run(words)

@@ -2,22 +2,28 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import functools
 import io
+import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import srt
 import webvtt
+from simulmt.server import client
 from simulmt.server.app import CaptionServer
-from simulmt.server.config import ServerConfig
-from simulmt.server.stream import Recorder, StreamLog
+from simulmt.server.config import Limits, ServerConfig
+from simulmt.server.protocol import Start, parse_client_message
+from simulmt.server.stream import Recorder, StreamLog, start_message
 
 from simulmt.engine import Engine
 from simulmt.liveview import DIM, RESET, LiveView, render_live
+from simulmt.sentences import Segmentation
 from simulmt.updates import Update
 
 
@@ -212,3 +218,27 @@ def test_client_refuses_an_unknown_segmentation(capsys: pytest.CaptureFixture[st
         main(["client", "t.txt", "--segmentation", "sentences"])
     assert exit_.value.code == 2
     assert "invalid choice: 'sentences'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], {}),
+        (["--keep-number-format"], {"localise_numbers": False}),
+        (["--keep-fillers"], {"drop_fillers": False}),
+        (["--segmentation", "client"], {"segmentation": Segmentation.CLIENT}),
+        (["--lookahead", "2", "--beam", "3"], {"lookahead": 2, "beam": 3}),
+    ],
+)
+def test_client_options_reach_the_session_the_server_parses(
+    argv: list[str], expected: dict[str, object]
+) -> None:
+    """Each `simulmt client` option becomes the `start` field the server reads; unset options
+    are left out, so the server's defaults apply."""
+    parser = argparse.ArgumentParser()
+    client.add_arguments(parser)
+    frame = json.dumps(start_message(client.start_options(parser.parse_args(argv))))
+    parsed = parse_client_message(
+        frame, limits=Limits(), default_policy="wait-k:k=3", max_beam=4
+    ).message
+    assert parsed == replace(Start("wait-k:k=3", 1), **expected)

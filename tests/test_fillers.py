@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -100,15 +101,16 @@ def test_evaluation_counts_fillers_as_input_words(tmp_path: Path) -> None:
 
 
 async def test_the_server_drops_fillers_unless_the_client_keeps_them() -> None:
-    from simulmt.server.stream import paced, run_stream
+    from simulmt.server.stream import StartOptions, paced, run_stream
 
     from tests.test_server import engine, running, ws_url
 
     words = "Ich habe äh heute ein Buch gelesen . Hm , wo ist der Bahnhof ?".split()
     async with running(load=engine) as server:
-        dropped = await run_stream(ws_url(server), paced(words, 0), policy="wait-k:k=2")
+        start = StartOptions(policy="wait-k:k=2")
+        dropped = await run_stream(ws_url(server), paced(words, 0), start=start)
         kept = await run_stream(
-            ws_url(server), paced(words, 0), policy="wait-k:k=2", fillers="keep"
+            ws_url(server), paced(words, 0), start=replace(start, fillers="keep")
         )
     sources = [[m["source"] for m in lg.messages if m["type"] == "final"] for lg in (dropped, kept)]
     assert sources[0] == ["Ich habe heute ein Buch gelesen .", ", wo ist der Bahnhof ?"]

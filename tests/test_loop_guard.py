@@ -124,7 +124,7 @@ def test_an_untrained_model_loops_without_the_guard_and_not_with_it(beam: int) -
 
 async def test_the_server_guards_every_session_when_asked() -> None:
     from simulmt.server.config import Limits, ServerConfig
-    from simulmt.server.stream import paced, run_stream
+    from simulmt.server.stream import StartOptions, paced, run_stream
 
     from tests.test_server import running, ws_url
 
@@ -136,7 +136,9 @@ async def test_the_server_guards_every_session_when_asked() -> None:
     for guard in (0, 8):
         config = ServerConfig(port=0, limits=Limits(idle_timeout_s=20), loop_guard=guard)
         async with running(config, load=untrained) as server:
-            log = await run_stream(ws_url(server), paced([text], 0), policy="wait-k:k=2")
+            log = await run_stream(
+                ws_url(server), paced([text], 0), start=StartOptions(policy="wait-k:k=2")
+            )
         finals[guard] = [str(m["text"]) for m in log.messages if m["type"] == "final"]
     assert loops(finals[0][0])
     assert finals[8][0] and not loops(finals[8][0])

@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 import pytest
 from simulmt.server.app import CaptionServer
 from simulmt.server.config import PROTOCOL, Limits, ServerConfig
-from simulmt.server.stream import StreamLog, paced, run_stream
+from simulmt.server.stream import StartOptions, StreamLog, paced, run_stream
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
@@ -66,7 +66,9 @@ def ws_url(server: CaptionServer, path: str = "/ws") -> str:
 async def stream(
     server: CaptionServer, policy: str, text: str = TEXT, rate: float = 0
 ) -> StreamLog:
-    return await run_stream(ws_url(server), paced(text.split(), rate), policy=policy)
+    return await run_stream(
+        ws_url(server), paced(text.split(), rate), start=StartOptions(policy=policy)
+    )
 
 
 def check_stream(log: StreamLog) -> None:

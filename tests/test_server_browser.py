@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 import pytest
 from simulmt.server.app import CaptionServer
 from simulmt.server.config import ServerConfig
-from simulmt.server.stream import paced, run_stream
+from simulmt.server.stream import StartOptions, paced, run_stream
 
 from simulmt.engine import Engine
 
@@ -66,7 +66,9 @@ async def test_page_streams_text_shows_captions_and_reconnects(browser: object) 
     server = await start_server()
     port = server.port
     expected = (
-        await run_stream(f"ws://127.0.0.1:{port}/ws", paced(TEXT.split(), 0), policy=POLICY)
+        await run_stream(
+            f"ws://127.0.0.1:{port}/ws", paced(TEXT.split(), 0), start=StartOptions(policy=POLICY)
+        )
     ).finals()
     assert len(expected) == 2 and any(expected)
     page = await browser.new_page()  # type: ignore[attr-defined]
@@ -119,7 +121,9 @@ async def test_page_resumes_a_killed_connection_without_losing_or_repeating(
     )
     try:
         url = f"ws://127.0.0.1:{server.port}/ws"
-        expected = (await run_stream(url, paced(text.split(), 0), policy=POLICY)).finals()
+        expected = (
+            await run_stream(url, paced(text.split(), 0), start=StartOptions(policy=POLICY))
+        ).finals()
         await page.goto(f"http://127.0.0.1:{server.port}/?policy={POLICY}")
         await page.locator("#status.ok").wait_for(timeout=20_000)
         await page.fill("#source", text)

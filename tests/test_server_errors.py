@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from simulmt.server.app import CaptionServer
 from simulmt.server.config import PROTOCOL, Limits, ServerConfig
-from simulmt.server.stream import paced, run_stream
+from simulmt.server.stream import StartOptions, paced, run_stream
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
@@ -84,7 +84,9 @@ async def exchange(
 async def beside_neighbour(url: str, bad: Callable[[], Awaitable[None]]) -> None:
     """Run `bad()` while a neighbour streams; the neighbour must come out as if alone."""
     expected = reference(TEXT)
-    neighbour = asyncio.create_task(run_stream(url, paced(TEXT.split(), 30), policy="wait-k:k=2"))
+    neighbour = asyncio.create_task(
+        run_stream(url, paced(TEXT.split(), 30), start=StartOptions(policy="wait-k:k=2"))
+    )
     await bad()
     log = await neighbour
     assert log.close_code == 1000 and not log.errors

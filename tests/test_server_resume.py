@@ -11,7 +11,7 @@ from typing import Any
 
 from simulmt.server.app import CaptionServer
 from simulmt.server.config import PROTOCOL, Limits, ServerConfig
-from simulmt.server.stream import StreamClient, paced
+from simulmt.server.stream import StartOptions, StreamClient, paced
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
@@ -201,7 +201,7 @@ async def test_client_resumes_by_itself_after_drops() -> None:
     """StreamClient: the connection is cut three times mid-sentence; the finals are those of
     one uninterrupted session, each source word in exactly one of them."""
     async with running() as server:
-        client = StreamClient(url(server), policy="wait-k:k=2")
+        client = StreamClient(url(server), start=StartOptions(policy="wait-k:k=2"))
 
         async def cut() -> None:
             for at in (3, 8, 14):

@@ -11,7 +11,7 @@ from importlib import resources
 import pytest
 import torch
 from simulmt.server.config import PROTOCOL, Limits, ServerConfig
-from simulmt.server.stream import StreamLog, paced, run_stream
+from simulmt.server.stream import StartOptions, StreamLog, paced, run_stream
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosedError
 
@@ -52,7 +52,9 @@ async def test_ten_thousand_unpunctuated_words_lose_none() -> None:
     chunks = [" ".join(words[i : i + 5]) for i in range(0, len(words), 5)]
     config = ServerConfig(port=0, limits=Limits(idle_timeout_s=60))
     async with running(config, load=engine_with_detector) as server:
-        log = await run_stream(ws_url(server), paced(chunks, 0), policy="wait-k:k=3")
+        log = await run_stream(
+            ws_url(server), paced(chunks, 0), start=StartOptions(policy="wait-k:k=3")
+        )
     assert [m for m in log.messages if m["type"] == "error"] == []
     got = [str(m["source"]) for m in finals(log)]
     assert " ".join(got).split() == words
