@@ -15,7 +15,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from simulmt.server.config import PROTOCOL
@@ -32,8 +32,8 @@ RETRY_CLOSE = (1001, 1006, 1011, 1012, 1013, 1014)
 
 @dataclass(frozen=True)
 class StartOptions:
-    """What the client asks of its session in the `start` frame; None leaves a field to the
-    server's default (README, "Protocol")."""
+    """What the client asks of its session in the `start` frame, one field each, named as in
+    the frame; None leaves a field to the server's default (README, "Protocol")."""
 
     policy: str | None = None
     beam: int = 1
@@ -45,16 +45,8 @@ class StartOptions:
 
 def start_message(options: StartOptions) -> JsonDict:
     """The `start` frame of a new session."""
-    msg: JsonDict = {"type": "start", "protocol": PROTOCOL, "beam": options.beam}
-    fields = {
-        "policy": options.policy,
-        "segmentation": options.segmentation,
-        "lookahead": options.lookahead,
-        "fillers": options.fillers,
-        "numbers": options.numbers,
-    }
-    msg.update({k: v for k, v in fields.items() if v is not None})
-    return msg
+    fields = {k: v for k, v in asdict(options).items() if v is not None}
+    return {"type": "start", "protocol": PROTOCOL, **fields}
 
 
 @dataclass
