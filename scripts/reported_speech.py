@@ -99,7 +99,7 @@ def frame(de: str, en: str, who: Speaker, rng: random.Random) -> tuple[str, str]
     # the quotation first: a statement's full stop becomes a comma inside the quotes
     body_de = de[:-1] if mark == "." else de
     body_en = en[:-1] + "," if mark == "." else en
-    if kind < 0.45 and not who.pronoun:  # "…", so der Sprecher. / "…," said the spokesman.
+    if kind < 0.45 and not who.pronoun and mark != "?":  # "…", so der Sprecher. / "…," said …
         return (f"{open_de}{body_de}{close_de}, so {who.de}.",
                 f'"{body_en}" said {who.en}.')
     # "…", sagte er. / "…," he said. ("said the minister" half the time for a noun)
