@@ -111,7 +111,7 @@ def frame(de: str, en: str, who: Speaker, rng: random.Random) -> tuple[str, str]
 def reported_pairs(
     pairs: Sequence[tuple[str, str]], *, count: int, names: Sequence[str], rng: random.Random
 ) -> list[tuple[str, str]]:
-    """`count` framed pairs from distinct usable `pairs` (fewer if there are not enough)."""
+    """`count` framed pairs, each from another usable line of `pairs` (fewer if too few)."""
     chosen = [p for p in pairs if usable(*p)]
     rng.shuffle(chosen)
     return [frame(de, en, speaker(rng, names), rng) for de, en in chosen[:count]]
