@@ -17,6 +17,7 @@ import logging
 
 from simulmt.policies.registry import PolicyError
 from simulmt.server.config import ServerConfig
+from simulmt.server.engines import Engines
 from simulmt.server.machine import (
     Attach,
     Build,
@@ -208,7 +209,8 @@ class Connection:
             machine.start_failed(ProtocolError(ErrorCode.OVERLOADED, why + "; retry later"))
             return
         try:
-            session = await self.worker.call(self._session_factory(start))
+            factory = self._session_factory(start)
+            session = await self.worker.call(factory)
         except Exception as e:
             self.table.remove(hosted)
             machine.start_failed(_start_error(e, machine.session_id))
@@ -216,7 +218,7 @@ class Connection:
         hosted.stream = Stream(session, hosted.deliver)
         hosted.owner = self
         self.hosted = hosted
-        machine.started(segmentation=session.segmentation.value)
+        machine.started(segmentation=session.segmentation.value, variant=factory.variant)
 
     def _session_factory(self, start: Start) -> _Factory:
         limits = self.config.limits
@@ -246,8 +248,11 @@ class _Factory:
 
     def __init__(self, start: Start, limits: SessionLimits, *, loop_guard: int = 0) -> None:
         self.start, self.limits, self.loop_guard = start, limits, loop_guard
+        self.variant: str | None = None  # set by the call: the variant the session runs on
 
-    def __call__(self, engine: Engine) -> Session:
+    def __call__(self, engines: Engines) -> Session:
+        engine = engines.for_input(self.start.input)
+        self.variant = self.start.input if engine is not engines.default else None
         _check_langs(engine, self.start)
         options = SearchOptions(beam=self.start.beam, loop_guard=self.loop_guard)
         segmentation = self.start.segmentation
