@@ -166,13 +166,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="asr: lowercase the source and strip its punctuation (a speech recognizer's view)",
     )
     a(
-        "--weights",
-        default="auto",
-        help="the model's weights to use: 'base' (its own), a variant stored beside it (e.g. "
-        "'recognizer', see `simulmt variant`), or 'auto' (the default): the recognizer variant "
-        "for --source-style asr when the model has one, else its own",
-    )
-    a(
         "--segmentation",
         choices=[m.value for m in Segmentation],
         default=Segmentation.PUNCTUATION.value,
@@ -307,24 +300,7 @@ def load_for_run(args: argparse.Namespace, specs: list[str]) -> tuple[Engine, Ru
         import torch
 
         torch.set_num_threads(args.threads)
-    return Engine.load(args.model, dtype=args.dtype, variant=_variant(args)), run_config
-
-
-def _variant(args: argparse.Namespace) -> str | None:
-    """The weight variant a run asked for (--weights), None for the model's own."""
-    from simulmt.engine import default_model_dir
-    from simulmt.model.delta import RECOGNIZER, check_variant_name, variant_names
-
-    if args.weights == "base":
-        return None
-    if args.weights != "auto":
-        check_variant_name(args.weights)
-        return str(args.weights)
-    if args.source_style != SourceStyle.ASR.value:
-        return None
-    folder = args.model if args.model is not None else default_model_dir()
-    folder = folder if folder.is_dir() else folder.parent
-    return RECOGNIZER if RECOGNIZER in variant_names(folder) else None
+    return Engine.load(args.model, dtype=args.dtype), run_config
 
 
 def _run_long_form(

@@ -18,7 +18,6 @@ from collections.abc import Callable
 
 from simulmt.server.config import ServerConfig
 from simulmt.server.connection import Connection
-from simulmt.server.engines import Engines
 from simulmt.server.machine import SessionMachine
 from simulmt.server.protocol import ErrorCode, encode, error_message
 from simulmt.server.sessions import SessionTable, new_token
@@ -41,7 +40,7 @@ class Phase(enum.Enum):
 
 class CaptionServer:
     def __init__(
-        self, config: ServerConfig, *, load: Callable[[], Engine | Engines], model_name: str
+        self, config: ServerConfig, *, load: Callable[[], Engine], model_name: str
     ) -> None:
         self.config = config
         self.model_name = model_name

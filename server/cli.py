@@ -20,7 +20,6 @@ from pathlib import Path
 
 from simulmt.server.app import CaptionServer
 from simulmt.server.config import Limits, ServerConfig
-from simulmt.server.engines import Engines
 
 from simulmt.engine import Engine
 from simulmt.runtime import DTYPE_NAMES
@@ -172,11 +171,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    load: Callable[[], Engine | Engines]
+    load: Callable[[], Engine]
     if args.tiny:
         load, name = functools.partial(Engine.tiny, 0), "tiny-0"
     else:
-        load = functools.partial(Engines.load, args.model, dtype=args.dtype)
+        load = functools.partial(Engine.load, args.model, dtype=args.dtype)
         name = str(args.model or "default")
         logger.info(
             "precision %s, loop guard %s (serve's live defaults: --dtype %s --loop-guard %d)",
@@ -192,9 +191,7 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_serve(config, load, name))
 
 
-async def _serve(
-    config: ServerConfig, load: Callable[[], Engine | Engines], name: str
-) -> int:
+async def _serve(config: ServerConfig, load: Callable[[], Engine], name: str) -> int:
     if not logger.isEnabledFor(logging.DEBUG):  # one line per connection is noise at 100s
         logging.getLogger("websockets.server").setLevel(logging.WARNING)
     server = CaptionServer(config, load=load, model_name=name)

@@ -17,7 +17,6 @@ import logging
 
 from simulmt.policies.registry import PolicyError
 from simulmt.server.config import ServerConfig
-from simulmt.server.engines import Engines
 from simulmt.server.machine import (
     Attach,
     Build,
@@ -209,8 +208,7 @@ class Connection:
             machine.start_failed(ProtocolError(ErrorCode.OVERLOADED, why + "; retry later"))
             return
         try:
-            factory = self._session_factory(start)
-            session = await self.worker.call(factory)
+            session = await self.worker.call(self._session_factory(start))
         except Exception as e:
             self.table.remove(hosted)
             machine.start_failed(_start_error(e, machine.session_id))
@@ -218,7 +216,7 @@ class Connection:
         hosted.stream = Stream(session, hosted.deliver)
         hosted.owner = self
         self.hosted = hosted
-        machine.started(segmentation=session.segmentation.value, variant=factory.variant)
+        machine.started(segmentation=session.segmentation.value)
 
     def _session_factory(self, start: Start) -> _Factory:
         limits = self.config.limits
@@ -248,11 +246,8 @@ class _Factory:
 
     def __init__(self, start: Start, limits: SessionLimits, *, loop_guard: int = 0) -> None:
         self.start, self.limits, self.loop_guard = start, limits, loop_guard
-        self.variant: str | None = None  # set by the call: the variant the session runs on
 
-    def __call__(self, engines: Engines) -> Session:
-        engine = engines.for_input(self.start.input)
-        self.variant = self.start.input if engine is not engines.default else None
+    def __call__(self, engine: Engine) -> Session:
         _check_langs(engine, self.start)
         options = SearchOptions(beam=self.start.beam, loop_guard=self.loop_guard)
         segmentation = self.start.segmentation

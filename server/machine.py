@@ -96,7 +96,6 @@ class SessionMachine:
         self.token = token  # the resume token, announced in the `session` message
         self.phase = Phase.AWAITING_START
         self.segmentation: str | None = None  # how the session ends sentences, once started
-        self.variant: str | None = None  # the model's weight variant it runs on, once started
         self.protocol = ""  # the version negotiated at `start`
         self.seq = 0  # seq of the last message made
         self.received = 0  # client frames received after `start` (a resume's re-send point)
@@ -209,15 +208,13 @@ class SessionMachine:
             self._effects.append(Submit(Op(OpKind.END_SOURCE, marker=Marker.END)))
         # Ping: the frame itself reset the idle timer; nothing to answer
 
-    def started(self, *, segmentation: str | None = None, variant: str | None = None) -> None:
+    def started(self, *, segmentation: str | None = None) -> None:
         """The `Build` succeeded: the session streams. `segmentation`: the mode the session
-        ends sentences with (the server's default may have fallen back), told to the client;
-        `variant`: the model's weight variant it runs on (e.g. "recognizer"), None for its own."""
+        ends sentences with (the server's default may have fallen back), told to the client."""
         if self.phase is not Phase.STARTING:
             return
         self.phase = Phase.STREAMING
         self.segmentation = segmentation
-        self.variant = variant
         self._send(self._session_message())
 
     def start_failed(self, error: ProtocolError) -> None:
@@ -258,7 +255,6 @@ class SessionMachine:
             window_s=self.config.resume_window_s,
             route=self.config.route,
             segmentation=self.segmentation,
-            variant=self.variant,
         )
 
     def _announce_resume(self) -> None:

@@ -33,7 +33,6 @@ FIELDS = {  # the fields each client message may carry in simulmt.v1
         "lookahead",
         "fillers",
         "numbers",
-        "input",
         "resume",
     ),
     "source": ("type", "text"),
@@ -131,12 +130,6 @@ class Start:
     drop_fillers: bool = True  # "fillers": "drop" (default) or "keep" hesitation sounds
     # "numbers": "localise" (default: "2.100" copied from German is written "2,100") or "keep"
     localise_numbers: bool = True
-    # "input": what the words look like; "recognizer" (lowercase, no punctuation) sessions get
-    # the model's recognizer weights when it has them (simulmt.model.delta)
-    input: str = "text"
-
-
-INPUT_KINDS = ("text", "recognizer")
 
 
 @dataclass(frozen=True)
@@ -270,14 +263,6 @@ def _parse_start(data: Mapping[str, Any], *, default_policy: str, max_beam: int)
             "in the source's notation, German 2.100 or 16,1, is written in the target's, 2,100 "
             "or 16.1; the default) or 'keep' (as the model writes it)",
         )
-    kind = data.get("input", "text")
-    if kind not in INPUT_KINDS:
-        raise ProtocolError(
-            ErrorCode.BAD_START,
-            f"start.input is {repr(kind)[:40]}; accepted: 'text' (words as written, with case "
-            "and punctuation; the default) or 'recognizer' (a speech recognizer's output, "
-            "lowercase without punctuation: the model's recognizer weights read it better)",
-        )
     return Start(
         policy=policy.strip(),
         beam=beam,
@@ -289,7 +274,6 @@ def _parse_start(data: Mapping[str, Any], *, default_policy: str, max_beam: int)
         lookahead=lookahead,
         drop_fillers=fillers == "drop",
         localise_numbers=numbers == "localise",
-        input=kind,
     )
 
 
@@ -372,7 +356,6 @@ def session_message(
     window_s: float,
     route: str | None,
     segmentation: str | None = None,
-    variant: str | None = None,
 ) -> JsonDict:
     resume: JsonDict = {"token": token, "window_s": window_s}
     if route is not None:
@@ -387,8 +370,6 @@ def session_message(
     }
     if segmentation is not None:  # what ends sentences here: a client cannot tell otherwise
         message["segmentation"] = segmentation  # whether `auto` fell back to punctuation
-    if variant is not None:  # the model's weights tuned for this input (start.input)
-        message["variant"] = variant
     return message
 
 

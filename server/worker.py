@@ -1,11 +1,9 @@
-"""The model worker: one thread owns the engines and every Session; the event loop never computes.
+"""The model worker: one thread owns the engine and every Session; the event loop never computes.
 
 Connections hand it operations (`feed` words, `end_source`) for their stream. The thread
 takes all streams with pending operations (up to `max_batch`), applies the operations, and
 advances those sessions together with one batched `advance` call (cross-session batching),
-then posts each stream's updates back to the event loop with `call_soon_threadsafe`. Sessions
-on different weights (server.engines: the model's own, its recognizer variant) are advanced in
-one batch per Engine.
+then posts each stream's updates back to the event loop with `call_soon_threadsafe`.
 """
 
 from __future__ import annotations
@@ -19,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import torch
-from simulmt.server.engines import Engines
 from simulmt.server.ops import Delivery, Marker, Op, OpKind
 from simulmt.server.protocol import ErrorCode, ProtocolError
 
@@ -57,7 +54,7 @@ class WorkerStats:
 class Worker:
     def __init__(
         self,
-        load: Callable[[], Engine | Engines],
+        load: Callable[[], Engine],
         *,
         max_batch: int,
         words_per_turn: int = 32,
@@ -69,12 +66,12 @@ class Worker:
         self.max_batch = max_batch
         self.steps_per_turn = steps_per_turn  # decoder steps per turn before updates go out
         self.words_per_turn = words_per_turn  # a long paste is fed in slices: turns stay short
-        self.engines: Engines | None = None
+        self.engine: Engine | None = None
         self.load_error: BaseException | None = None
         self.stats = WorkerStats()
         self._cond = threading.Condition()
         self._pending: dict[int, Stream] = {}  # id(stream) -> stream, FIFO by first submit
-        self._calls: list[Callable[[Engines], None]] = []
+        self._calls: list[Callable[[Engine], None]] = []
         self._stopping = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -95,17 +92,17 @@ class Worker:
         await asyncio.to_thread(self._loaded.wait)
         if self.load_error is not None:
             raise self.load_error
-        assert self.engines is not None
-        return self.engines.default
+        assert self.engine is not None
+        return self.engine
 
-    async def call(self, fn: Callable[[Engines], T]) -> T:
-        """Run `fn(engines)` on the worker thread (e.g. build a Session) and return its result."""
+    async def call(self, fn: Callable[[Engine], T]) -> T:
+        """Run `fn(engine)` on the worker thread (e.g. build a Session) and return its result."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
 
-        def job(engines: Engines) -> None:
+        def job(engine: Engine) -> None:
             try:
-                result: Any = fn(engines)
+                result: Any = fn(engine)
             except Exception as exc:  # handed to the caller, who reports it
                 self._post(_set_exception, future, exc)
             else:
@@ -162,8 +159,7 @@ class Worker:
     def _main(self) -> None:
         torch.set_num_threads(self._torch_threads)
         try:
-            loaded = self._load()
-            self.engines = loaded if isinstance(loaded, Engines) else Engines(loaded)
+            self.engine = self._load()
         except BaseException as exc:  # reported by wait_loaded(), and by /healthz
             self.load_error = exc
             logger.error("model failed to load: %s", exc)
@@ -180,9 +176,9 @@ class Worker:
                 calls, self._calls = self._calls, []
                 batch = self._take_batch()
             for job in calls:
-                job(self.engines)
+                job(self.engine)
             if batch:
-                self._advance(batch)
+                self._advance(self.engine, batch)
 
     def _gather(self) -> None:
         """Batching window (lock held): let more sessions join before a turn starts, unless a
@@ -220,7 +216,7 @@ class Worker:
             stream.ops = ops + stream.ops
             self._pending.setdefault(id(stream), stream)
 
-    def _advance(self, batch: list[tuple[Stream, list[Op]]]) -> None:
+    def _advance(self, engine: Engine, batch: list[tuple[Stream, list[Op]]]) -> None:
         turns: dict[int, Turn] = {}
         results: dict[int, list[Update] | BaseException] = {}
         live: list[Stream] = []
@@ -228,7 +224,7 @@ class Worker:
             turn = turns[id(stream)] = Turn()
             try:
                 budget = max(0, self.words_per_turn - stream.session.backlog_words)
-                left = turn.play(stream, ops, budget=budget)
+                left = turn.play(engine, stream, ops, budget=budget)
                 live.append(stream)
             except Exception as exc:  # a bad op breaks its own session only
                 logger.exception("session rejected its input")
@@ -237,11 +233,14 @@ class Worker:
             if left:
                 self._give_back(stream, left)
         t0 = time.perf_counter()
-        by_engine: dict[int, list[Stream]] = {}
-        for stream in live:
-            by_engine.setdefault(id(stream.session.engine), []).append(stream)
-        for group in by_engine.values():
-            results.update(zip(map(id, group), self._advance_group(group), strict=True))
+        try:
+            outs: list[list[Update] | BaseException] = list(
+                advance(engine, [s.session for s in live], max_steps=self.steps_per_turn)
+            )
+        except Exception:
+            logger.exception("batched advance of %d sessions failed; retrying each", len(live))
+            outs = [self._advance_alone(engine, s) for s in live]
+        results.update({id(s): out for s, out in zip(live, outs, strict=True)})
         self.stats.busy_s += time.perf_counter() - t0
         self.stats.batches += 1
         self.stats.sessions_advanced += len(live)
@@ -271,21 +270,10 @@ class Worker:
             )
         self._post(_deliver_all, deliveries)  # one event-loop wake-up per turn, not per stream
 
-    def _advance_group(self, group: list[Stream]) -> list[list[Update] | BaseException]:
-        """One batched `advance` of sessions on one Engine; if it fails, each alone."""
-        engine = group[0].session.engine
-        try:
-            return list(
-                advance(engine, [s.session for s in group], max_steps=self.steps_per_turn)
-            )
-        except Exception:
-            logger.exception("batched advance of %d sessions failed; retrying each", len(group))
-            return [self._advance_alone(s) for s in group]
-
     @staticmethod
-    def _advance_alone(stream: Stream) -> list[Update] | BaseException:
+    def _advance_alone(engine: Engine, stream: Stream) -> list[Update] | BaseException:
         try:
-            return advance(stream.session.engine, [stream.session])[0]
+            return advance(engine, [stream.session])[0]
         except Exception as exc:  # this session is broken; its neighbours are not
             logger.exception("session failed")
             return exc
@@ -299,7 +287,7 @@ class Turn:
     rejected: list[ProtocolError] = field(default_factory=list)  # FEED ops dropped whole
     words_taken: int = 0  # FEED words fed or dropped
 
-    def play(self, stream: Stream, ops: list[Op], *, budget: int) -> list[Op]:
+    def play(self, engine: Engine, stream: Stream, ops: list[Op], *, budget: int) -> list[Op]:
         """Hand ops to the session in order, feeding at most `budget` words; return the rest.
 
         A FEED op is checked (or dropped, if the session would refuse a word) as a whole, then
@@ -315,7 +303,7 @@ class Turn:
             if budget <= 0:
                 return ops[i:]
             if not op.checked:
-                problem = _session_refusal(session, op.words)
+                problem = _session_refusal(engine, session, op.words)
                 if problem is not None:
                     self.rejected.append(ProtocolError(ErrorCode.WORD_TOO_LONG, problem))
                     self.words_taken += len(op.words)
@@ -332,13 +320,11 @@ class Turn:
         return []
 
 
-def _session_refusal(session: Session, words: tuple[str, ...]) -> str | None:
+def _session_refusal(engine: Engine, session: Session, words: tuple[str, ...]) -> str | None:
     """What the session would refuse in these words (the session's own check); checked on the
     whole message before its first slice is fed, so that it is dropped whole."""
     try:
-        check_words(
-            words, engine=session.engine, limits=session.limits, max_tokens=session.max_tokens
-        )
+        check_words(words, engine=engine, limits=session.limits, max_tokens=session.max_tokens)
     except InputError as e:
         return f"{e}; the whole message was dropped"
     return None

@@ -16,7 +16,6 @@ COMMANDS: dict[str, str] = {
     "translate": "simulmt.translate",
     "export": "simulmt.export",
     "soup": "simulmt.soup",
-    "variant": "simulmt.variant",
     "policies": "simulmt.policies.cli",
     "eval": "simulmt.eval.cli",
     "plot": "simulmt.eval.plot_cli",

@@ -17,7 +17,6 @@ import torch
 from simulmt.data.tokenizer import Tokenizer, train_tokenizer
 from simulmt.model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
 from simulmt.model.config import ModelConfig
-from simulmt.model.delta import apply_delta, load_delta, variant_file, variant_names
 from simulmt.model.int8 import quantize_linears
 from simulmt.model.layers import append_kv, pack_kv, stack_kv, unstack_kv
 from simulmt.model.pool import KVPool, PoolShape
@@ -84,13 +83,8 @@ class Engine:
 
     # ---- loading ---------------------------------------------------------------------
     @classmethod
-    def load(
-        cls, model_dir: Path | None = None, *, dtype: str = "float32", variant: str | None = None
-    ) -> Engine:
+    def load(cls, model_dir: Path | None = None, *, dtype: str = "float32") -> Engine:
         """Load a model folder (model.pt + spm.model); None loads the bundled default.
-
-        `variant` (e.g. "recognizer") adds the folder's weight delta of that name (VARIANT.pt,
-        `simulmt variant`) to the model's weights: the variant tuned for one kind of input.
 
         `dtype` "bfloat16" runs inference in bfloat16 (weights, activations and caches): on CPUs
         with AMX/AVX512-BF16 batched steps are several times faster; outputs can differ from
@@ -105,15 +99,6 @@ class Engine:
                 f"no model at {folder}: expected a folder with {MODEL_FILE} and {TOKENIZER_FILE}"
             )
         data = load_checkpoint(ckpt)
-        if variant is not None:
-            path = variant_file(ckpt.parent, variant)
-            if not path.is_file():
-                have = variant_names(ckpt.parent)
-                raise CheckpointError(
-                    f"the model at {folder} has no {variant!r} variant ({path.name}); it has "
-                    + (", ".join(repr(n) for n in have) if have else "none")
-                )
-            data = {**data, "model": apply_delta(data["model"], load_delta(path))}
         model = model_from_checkpoint(ckpt, data)
         parameters = model.num_parameters()  # before quantizing (int8 weights are no Parameters)
         model = for_inference(model, dtype)
@@ -130,7 +115,7 @@ class Engine:
             )
         meta = dict(data.get("meta", {}))
         info = ModelInfo(
-            name=str(meta.get("name", folder.name)) + (f"+{variant}" if variant else ""),
+            name=str(meta.get("name", folder.name)),
             src=str(meta.get("src", "de")),
             tgt=str(meta.get("tgt", "en")),
             parameters=parameters,

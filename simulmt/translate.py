@@ -86,12 +86,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--input", type=Path, help="read source lines from this file instead of stdin"
     )
     parser.add_argument(
-        "--weights",
-        default="base",
-        help="'base' (the model's own weights; the default) or a variant stored beside the "
-        "model: 'recognizer' reads a speech recognizer's lowercase, unpunctuated words better",
-    )
-    parser.add_argument(
         "--rate",
         type=float,
         default=0.0,
@@ -117,9 +111,7 @@ def run(args: argparse.Namespace) -> int:
             unit=WriteUnit(args.unit),
             loop_guard=args.loop_guard,
         )
-        engine = Engine.load(
-            args.model, variant=None if args.weights == "base" else args.weights
-        )
+        engine = Engine.load(args.model)
         segmentation = Segmentation(args.segmentation)
         session = Session(
             engine,

@@ -349,7 +349,7 @@ def test_a_message_with_a_word_over_the_token_limit_is_dropped_whole() -> None:
     assert len(eng.tokenizer.encode_word(word, first=False)) > session.max_tokens == 25
     turn = Turn()
     ops = [Op(OpKind.FEED, ("heute", word)), Op(OpKind.FEED, ("ein", "Buch"))]
-    rest = turn.play(Stream(session, lambda _: None), ops, budget=1)
+    rest = turn.play(eng, Stream(session, lambda _: None), ops, budget=1)
     [error] = turn.rejected
     assert error.code is ErrorCode.WORD_TOO_LONG
     assert "subword tokens" in error.message and "whole message was dropped" in error.message

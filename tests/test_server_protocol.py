@@ -78,8 +78,6 @@ START = {"type": "start", "protocol": PROTOCOL}
         (json.dumps({**START, "fillers": "drop"}), Start("wait-k:k=3", 1, drop_fillers=True)),
         (json.dumps({**START, "numbers": "keep"}), Start("wait-k:k=3", 1, localise_numbers=False)),
         (json.dumps({**START, "numbers": "localise"}), Start("wait-k:k=3", 1)),
-        (json.dumps({**START, "input": "recognizer"}), Start("wait-k:k=3", 1, input="recognizer")),
-        (json.dumps({**START, "input": "text"}), Start("wait-k:k=3", 1)),
     ],
 )
 def test_parse_accepts(frame: str, expected: object) -> None:
@@ -131,7 +129,6 @@ def test_unknown_fields_are_listed() -> None:
         (json.dumps({**START, "fillers": False}), ErrorCode.BAD_START, "or 'keep'"),
         (json.dumps({**START, "numbers": "english"}), ErrorCode.BAD_START, "'localise'"),
         (json.dumps({**START, "numbers": None}), ErrorCode.BAD_START, "start.numbers"),
-        (json.dumps({**START, "input": "asr"}), ErrorCode.BAD_START, "'recognizer'"),
         (json.dumps({**START, "lookahead": -1}), ErrorCode.BAD_START, "integer in 0..8"),
         (json.dumps({**START, "lookahead": "2"}), ErrorCode.BAD_START, "integer in 0..8"),
         (

@@ -171,9 +171,3 @@ def test_translate_searches_as_deep_as_eval_and_serve() -> None:
     assert parser.parse_args([]).speculate == eval_depth == server_depth > 1
     assert parser.parse_args(["--speculate", "2"]).speculate == 2
     assert parser.parse_args(["--lookahead", "2"]).speculate == 2  # the flag's earlier name
-
-
-def test_a_weight_variant_the_model_lacks_is_refused_by_name(model_dir: Path) -> None:
-    proc = translate(model_dir, "Ich habe heute ein Buch gelesen .\n", "--weights", "recognizer")
-    assert proc.returncode == 2 and proc.stdout == ""
-    assert "no 'recognizer' variant (recognizer.pt); it has none" in proc.stderr
