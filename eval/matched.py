@@ -19,7 +19,14 @@ import numpy as np
 from sacrebleu.metrics import BLEU
 from simulmt.eval.quality import SegmentStats
 
-__all__ = ["Curve", "MatchedComparison", "compare_at_matched_al", "interpolate"]
+__all__ = [
+    "Curve",
+    "Difference",
+    "MatchedComparison",
+    "compare_at_matched_al",
+    "difference_interval",
+    "interpolate",
+]
 
 
 @dataclass(frozen=True)
@@ -86,3 +93,37 @@ def compare_at_matched_al(policy: Curve, baseline: Sequence[Curve], *, samples: 
     p_value = (1 + int((deltas <= 0).sum())) / (1 + samples)
     return MatchedComparison(policy.name, policy.al, full[0], base, points[i].name,
                              points[i + 1].name, p_value)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """BLEU(a) - BLEU(b) on one set of sentences, with its paired-bootstrap spread."""
+
+    delta: float
+    low: float  # the (1 - level) / 2 quantile of the resampled differences
+    high: float  # the (1 + level) / 2 quantile
+    at_most: float  # the share of resamples whose difference is <= `threshold`
+    threshold: float
+
+
+def difference_interval(a: Sequence[SegmentStats], b: Sequence[SegmentStats], *,
+                        level: float = 0.95, threshold: float = 0.0, samples: int = 1000,
+                        seed: int = 12345) -> Difference:
+    """How finely a test set measures the BLEU difference of two runs over its sentences (e.g.
+    the written and the recognizer view of one model): each resample draws the same sentences
+    for both runs and scores each from its summed statistics (Koehn 2004)."""
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    if len(a) != len(b) or not a:
+        raise ValueError("both runs must score the same, non-empty set of sentences")
+    metric = BLEU()
+    sa = np.array([s.bleu for s in a], dtype=np.int64)  # (N, stats)
+    sb = np.array([s.bleu for s in b], dtype=np.int64)
+    delta = float(_bleu_of_sums(metric, sa.sum(axis=0, keepdims=True))[0]
+                  - _bleu_of_sums(metric, sb.sum(axis=0, keepdims=True))[0])
+    draws = np.random.default_rng(seed).integers(0, len(a), size=(samples, len(a)))  # (B, N)
+    deltas = (_bleu_of_sums(metric, sa[draws].sum(axis=1))
+              - _bleu_of_sums(metric, sb[draws].sum(axis=1)))  # (B,)
+    low, high = np.quantile(deltas, [(1 - level) / 2, (1 + level) / 2])
+    return Difference(delta, float(low), float(high), float((deltas <= threshold).mean()),
+                      threshold)
