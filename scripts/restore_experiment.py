@@ -72,7 +72,7 @@ class Net(nn.Module):
     def forward(self, wid, sid):  # (B, T), (B, T, 3)
         x = torch.cat([self.w(wid), self.s(sid).sum(2)], -1)  # (B, T, 192)
         h, _ = self.gru(x)  # (B, T, 256)
-        B, T, _ = h.shape
+        T = h.shape[1]
         idx = torch.clamp(torch.arange(T) + L, max=T - 1)
         ahead = h[:, idx]  # state after reading word j+L (or the last)
         return self.head(torch.cat([ahead, x], -1))
@@ -133,17 +133,28 @@ def train(corpus, out, minutes=12):
     torch.save({"net": net.state_dict(), "vocab": vocab}, out)
 
 
+def load(path):
+    """The trained network (eval mode) and its vocabulary."""
+    ck = torch.load(path)
+    net = Net()
+    net.load_state_dict(ck["net"])
+    return net.eval(), ck["vocab"]
+
+
+def predict(net, vocab, words):
+    """Each word's case class and punctuation class (indices into CASES and PUNCT)."""
+    wid, sid = feats(words, vocab)
+    with torch.no_grad():
+        o = net(torch.tensor([wid]), torch.tensor([sid]))[0]  # (T, 3 + len(PUNCT))
+    return o[:, :3].argmax(1).tolist(), o[:, 3:].argmax(1).tolist()
+
+
 def restore_line(net, vocab, line, punct=True, case=True):
     words = line.split()
     if not words:
         return line
-    wid, sid = feats(words, vocab)
-    with torch.no_grad():
-        o = net(torch.tensor([wid]), torch.tensor([sid]))[0]
     out = []
-    for j, w in enumerate(words):
-        c = int(o[j, :3].argmax())
-        p = int(o[j, 3:].argmax())
+    for w, c, p in zip(words, *predict(net, vocab, words), strict=True):
         if case and c == 1:
             w = w[0].upper() + w[1:]
         elif case and c == 2:
@@ -158,36 +169,26 @@ if __name__ == "__main__":
     if sys.argv[1] == "train":
         train(sys.argv[2], sys.argv[3], float(sys.argv[4]) if len(sys.argv) > 4 else 12)
     elif sys.argv[1] == "apply":
-        ck = torch.load(sys.argv[2])
-        net = Net()
-        net.load_state_dict(ck["net"])
-        net.eval()
+        net, vocab = load(sys.argv[2])
         mode = sys.argv[4] if len(sys.argv) > 4 else "both"
         for line in open(sys.argv[3], encoding="utf-8"):
             print(
                 restore_line(
                     net,
-                    ck["vocab"],
+                    vocab,
                     line.strip(),
                     punct=mode in ("both", "punct"),
                     case=mode in ("both", "case"),
                 )
             )
     elif sys.argv[1] == "score":  # accuracy on written text
-        ck = torch.load(sys.argv[2])
-        net = Net()
-        net.load_state_dict(ck["net"])
-        net.eval()
+        net, vocab = load(sys.argv[2])
         tc = nc = tp = fp = fn = 0
         for line in open(sys.argv[3], encoding="utf-8"):
             w, c, p = labels(line)
             if not w:
                 continue
-            wid, sid = feats(w, ck["vocab"])
-            with torch.no_grad():
-                o = net(torch.tensor([wid]), torch.tensor([sid]))[0]
-            pc = o[:, :3].argmax(1).tolist()
-            pp = o[:, 3:].argmax(1).tolist()
+            pc, pp = predict(net, vocab, w)
             tc += sum(a == b for a, b in zip(pc, c, strict=True))
             nc += len(c)
             for a, b in zip(pp, p, strict=True):
