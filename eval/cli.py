@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,7 @@ from simulmt.eval.quality import QualityScores, corpus_quality, quality_from_sta
 from simulmt.eval.report import PolicyResult, format_table
 from simulmt.eval.sweep import expand_sweep
 
+from simulmt.inputs import InputKind
 from simulmt.runtime import DTYPE_NAMES
 from simulmt.search.options import CLI_LOOP_GUARD, Scoring, WriteUnit
 from simulmt.segment.views import SourceStyle, recognizer_view
@@ -166,6 +168,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="asr: lowercase the source and strip its punctuation (a speech recognizer's view)",
     )
     a(
+        "--input",
+        choices=["auto", *(k.value for k in InputKind)],
+        default="auto",
+        help="what the source words look like to the engine: text, or recognizer (case and "
+        "commas are restored first, by the model's restorer.pt); auto (default): recognizer "
+        "for --source-style asr when the model has a restorer, else text",
+    )
+    a(
+        "--restore-lookahead",
+        type=int,
+        default=2,
+        help="--input recognizer: words the restorer reads past a word before restoring it "
+        "(default 2; each adds about one word of latency)",
+    )
+    a(
         "--segmentation",
         choices=[m.value for m in Segmentation],
         default=Segmentation.PUNCTUATION.value,
@@ -283,6 +300,8 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
         lookahead=args.lookahead,
         drop_fillers=not args.keep_fillers,
         localise_numbers=not args.keep_number_format,
+        input_kind=InputKind.TEXT if args.input == "auto" else InputKind(args.input),
+        restore_lookahead=args.restore_lookahead,
     )
 
 
@@ -300,7 +319,13 @@ def load_for_run(args: argparse.Namespace, specs: list[str]) -> tuple[Engine, Ru
         import torch
 
         torch.set_num_threads(args.threads)
-    return Engine.load(args.model, dtype=args.dtype), run_config
+    engine = Engine.load(args.model, dtype=args.dtype)
+    if args.input == "auto" and args.source_style == SourceStyle.ASR.value:
+        if engine.restorer is not None:
+            run_config = replace(run_config, input_kind=InputKind.RECOGNIZER)
+        else:
+            log.info("the model has no restorer.pt: recognizer lines are read as they are")
+    return engine, run_config
 
 
 def _run_long_form(

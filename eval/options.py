@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simulmt.inputs import InputKind
 from simulmt.search.options import Scoring, SearchOptions, WriteUnit
 from simulmt.sentences import Segmentation
 
@@ -36,6 +37,10 @@ class RunConfig:
     # numbers copied in the source's notation are written in the target's ("2.100" -> "2,100"),
     # as in `serve`
     localise_numbers: bool = True
+    # recognizer: the source lines are recognizer words, restored (case, commas) before the
+    # model reads them, each word once `restore_lookahead` more have arrived
+    input_kind: InputKind = InputKind.TEXT
+    restore_lookahead: int = 2
 
     def search_options(self) -> SearchOptions:
         return SearchOptions(
@@ -47,6 +52,8 @@ class RunConfig:
     def __post_init__(self) -> None:
         if self.lookahead < 0:
             raise ValueError(f"lookahead must be >= 0, got {self.lookahead}")
+        if self.restore_lookahead < 0:
+            raise ValueError(f"restore_lookahead must be >= 0, got {self.restore_lookahead}")
         for name in ("beam", "batch_size", "jobs"):
             value = getattr(self, name)
             if value < 1:

@@ -30,6 +30,7 @@ from simulmt.policies.base import CommitMode, Policy
 from simulmt.policies.registry import load_policy
 
 from simulmt.engine import Engine
+from simulmt.inputs import InputKind
 from simulmt.sentences import Segmentation
 from simulmt.session import (
     InputError,
@@ -38,6 +39,7 @@ from simulmt.session import (
     advance,
     check_words,
     make_detector,
+    make_restorer,
     max_source_tokens,
 )
 from simulmt.updates import Update
@@ -170,6 +172,8 @@ def _run_pool(
                 lookahead=config.lookahead,
                 drop_fillers=config.drop_fillers,
                 localise_numbers=config.localise_numbers,
+                input_kind=config.input_kind,
+                restore_lookahead=config.restore_lookahead,
             )
             active.append((track, session))
         if not active:
@@ -222,6 +226,8 @@ def simulate(
             raise ValueError(f"source line {i + 1}: {e}; nothing was evaluated") from None
     if config.segmentation is Segmentation.AUTO:  # fail here, not in a forked job
         make_detector(engine, lookahead=config.lookahead)
+    if config.input_kind is InputKind.RECOGNIZER:
+        make_restorer(engine, lookahead=config.restore_lookahead)
     loaded = load_policy(policy)  # once: policies are stateless, every session shares it
     retranslation = loaded.mode is CommitMode.RETRANSLATION
     start, compute_before = time.perf_counter(), engine.compute_ms

@@ -43,8 +43,8 @@ def model_rows(folder: Path) -> tuple[str, list[tuple[str, str]]]:
     params = sum(v.numel() for k, v in data["model"].items() if k not in tied)
     dtype = next(iter(data["model"].values())).dtype
     files = [f"{mb(folder / 'model.pt')} `model.pt` ({str(dtype).removeprefix('torch.')})"]
-    files += [f"{mb(folder / f)} `{f}`" for f in ("spm.model", "policy.pt", "segmenter.pt")
-              if (folder / f).exists()]
+    extras = ("spm.model", "policy.pt", "segmenter.pt", "restorer.pt")
+    files += [f"{mb(folder / f)} `{f}`" for f in extras if (folder / f).exists()]
     ks = ", ".join("full" if k == 0 else str(k) for k in tc.get("wait_k", []))
     upsample = tc.get("upsample") or {}
     rows = [

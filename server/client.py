@@ -61,6 +61,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "it writes a copied number in English notation (2,100.5)",
     )
     parser.add_argument(
+        "--input",
+        choices=("text", "recognizer"),
+        default=None,
+        help="what the words look like: text (as written; the server's default) or recognizer "
+        "(a speech recognizer's lowercase output without punctuation: the server restores case "
+        "and commas before translating, two words later)",
+    )
+    parser.add_argument(
         "--rate", type=float, default=2.5, help="source words per second (default 2.5; 0 = max)"
     )
     parser.add_argument(
@@ -118,6 +126,7 @@ def start_options(args: argparse.Namespace) -> StartOptions:
         lookahead=args.lookahead,
         fillers="keep" if args.keep_fillers else None,
         numbers="keep" if args.keep_number_format else None,
+        input=args.input,
     )
 
 

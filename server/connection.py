@@ -268,6 +268,7 @@ class _Factory:
             lookahead=self.start.lookahead if self.start.lookahead is not None else 2,
             drop_fillers=self.start.drop_fillers,
             localise_numbers=self.start.localise_numbers,
+            input_kind=self.start.input_kind,
         )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from simulmt.server.config import PROTOCOL, PROTOCOLS, Limits
 from websockets.frames import CloseCode
 
+from simulmt.inputs import InputKind
 from simulmt.sentences import Segmentation
 from simulmt.updates import Update
 
@@ -33,6 +34,7 @@ FIELDS = {  # the fields each client message may carry in simulmt.v1
         "lookahead",
         "fillers",
         "numbers",
+        "input",
         "resume",
     ),
     "source": ("type", "text"),
@@ -130,6 +132,9 @@ class Start:
     drop_fillers: bool = True  # "fillers": "drop" (default) or "keep" hesitation sounds
     # "numbers": "localise" (default: "2.100" copied from German is written "2,100") or "keep"
     localise_numbers: bool = True
+    # "input": "text" (words as written; the default) or "recognizer" (a speech recognizer's
+    # lowercase words without punctuation: case and commas are restored first)
+    input_kind: InputKind = InputKind.TEXT
 
 
 @dataclass(frozen=True)
@@ -263,6 +268,16 @@ def _parse_start(data: Mapping[str, Any], *, default_policy: str, max_beam: int)
             "in the source's notation, German 2.100 or 16,1, is written in the target's, 2,100 "
             "or 16.1; the default) or 'keep' (as the model writes it)",
         )
+    try:
+        input_kind = InputKind.parse(data.get("input", InputKind.TEXT.value))
+    except (ValueError, TypeError):
+        raise ProtocolError(
+            ErrorCode.BAD_START,
+            f"start.input is {repr(data.get('input'))[:40]}; accepted: 'text' (words as "
+            "written, with case and punctuation; the default) or 'recognizer' (a speech "
+            "recognizer's output, lowercase without punctuation: case and commas are restored "
+            "before translation, two words later)",
+        ) from None
     return Start(
         policy=policy.strip(),
         beam=beam,
@@ -274,6 +289,7 @@ def _parse_start(data: Mapping[str, Any], *, default_policy: str, max_beam: int)
         lookahead=lookahead,
         drop_fillers=fillers == "drop",
         localise_numbers=numbers == "localise",
+        input_kind=input_kind,
     )
 
 

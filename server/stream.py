@@ -41,6 +41,7 @@ class StartOptions:
     lookahead: int | None = None  # auto segmentation: words read past a boundary
     fillers: str | None = None  # "drop" or "keep"
     numbers: str | None = None  # "localise" or "keep"
+    input: str | None = None  # "text" or "recognizer"
 
 
 def start_message(options: StartOptions) -> JsonDict:

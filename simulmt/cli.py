@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "client": "simulmt.server.client",
     "train-policy": "simulmt.policies.train_policy",
     "train-segmenter": "simulmt.segment.cli",
+    "train-restorer": "simulmt.restore.cli",
 }
 # Incremental decoding reuses mid-sized blocks: keeping them in the heap is faster (runtime.py).
 # Training allocates big tensors of ever-changing shapes (the logits of each batch): kept in the
@@ -31,7 +32,7 @@ COMMANDS: dict[str, str] = {
 # 1 MB threshold held 2.5 GB but made every step 1.5x slower; training uses 64 MB (runtime.py).
 # (Most of the growth turned out to be oneDNN's primitive cache, which the Trainer switches off.)
 TUNED_ALLOCATOR = frozenset({"translate", "eval", "serve", "client"})
-TRAINING = frozenset({"train", "train-policy", "train-segmenter"})
+TRAINING = frozenset({"train", "train-policy", "train-segmenter", "train-restorer"})
 
 
 def main(argv: list[str] | None = None) -> int:

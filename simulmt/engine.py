@@ -22,6 +22,7 @@ from simulmt.model.layers import append_kv, pack_kv, stack_kv, unstack_kv
 from simulmt.model.pool import KVPool, PoolShape
 from simulmt.model.state import SourceState
 from simulmt.model.transformer import SimulTransformer
+from simulmt.restore.model import RestorerNet, load_restorer
 from simulmt.runtime import DTYPE_NAMES
 from simulmt.search.offline import pad_batch
 from simulmt.search.step import StepRequest, StepResult, run_step
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 MODEL_FILE = "model.pt"
 TOKENIZER_FILE = "spm.model"
 SEGMENTER_FILE = "segmenter.pt"  # optional: the sentence-boundary detector (segmentation auto)
+RESTORER_FILE = "restorer.pt"  # optional: case and comma restoration of recognizer input
 
 
 def default_model_dir() -> Path:
@@ -61,13 +63,17 @@ class Engine:
         info: ModelInfo,
         *,
         segmenter: SegmenterNet | None = None,
+        restorer: RestorerNet | None = None,
     ) -> None:
         """`segmenter`: the boundary network sessions share (read-only; each session wraps it
-        in its own `Segmenter` state); None: `segmentation=auto` is unavailable."""
+        in its own `Segmenter` state); None: `segmentation=auto` is unavailable.
+        `restorer`: the case and comma network recognizer sessions share (each wraps it in its
+        own `Restorer` state); None: `input=recognizer` is unavailable."""
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.info = info
         self.segmenter = segmenter.eval() if segmenter is not None else None
+        self.restorer = restorer.eval() if restorer is not None else None
         self.compute_ms = 0.0  # total model time spent by this engine
         self._cache_pool: KVPool | None = None
 
@@ -131,7 +137,11 @@ class Engine:
         segmenter = load_segmenter(seg_path)[0] if seg_path.is_file() else None
         if segmenter is None:
             log.info("no %s beside the model: segmentation auto is unavailable", SEGMENTER_FILE)
-        return cls(model, tokenizer, info, segmenter=segmenter)
+        rest_path = ckpt.parent / RESTORER_FILE
+        restorer = load_restorer(rest_path)[0] if rest_path.is_file() else None
+        if restorer is None:
+            log.info("no %s beside the model: input recognizer is unavailable", RESTORER_FILE)
+        return cls(model, tokenizer, info, segmenter=segmenter, restorer=restorer)
 
     @classmethod
     def tiny(cls, seed: int = 0, *, train_steps: int = 60) -> Engine:

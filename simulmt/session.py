@@ -18,16 +18,19 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from simulmt.display import Display
 from simulmt.engine import Engine
 from simulmt.fillers import filler_ends_sentence, is_filler
+from simulmt.inputs import InputKind
 from simulmt.model.state import StreamState
 from simulmt.numbers import NumberNotation
 from simulmt.policies.base import Policy
 from simulmt.policies.registry import load_policy
+from simulmt.restore.stream import Restorer
 from simulmt.search.online import OnlineSearch, SourceView
 from simulmt.search.options import SearchOptions
 from simulmt.search.step import StepRequest, StepResult
@@ -98,6 +101,17 @@ def make_detector(engine: Engine, *, lookahead: int) -> Segmenter:
     return Segmenter(engine.segmenter, lookahead=lookahead)
 
 
+def make_restorer(engine: Engine, *, lookahead: int) -> Restorer:
+    """A per-session restorer over the engine's shared, read-only case and comma network."""
+    if engine.restorer is None:
+        raise ValueError(
+            "input recognizer needs a case and comma restorer, and this model has none "
+            "(no restorer.pt in its folder; train one with `simulmt train-restorer`); "
+            "accepted without one: text"
+        )
+    return Restorer(engine.restorer, lookahead=lookahead)
+
+
 class Session:
     def __init__(
         self,
@@ -114,6 +128,9 @@ class Session:
         detector: BoundaryDetector | None = None,
         drop_fillers: bool = True,
         localise_numbers: bool = True,
+        input_kind: InputKind | str = InputKind.TEXT,
+        restore_lookahead: int = 2,
+        restorer: Restorer | None = None,
     ) -> None:
         """`tentative=False`: updates carry committed words only (no tentative tail is
         detokenized), for consumers that never show it (evaluation, subtitle files).
@@ -127,7 +144,12 @@ class Session:
 
         `segmentation` says what ends a sentence (see `simulmt.sentences`); `auto` uses
         `detector`, or else the engine's boundary network read with `lookahead` words
-        (ValueError if the engine has none)."""
+        (ValueError if the engine has none).
+
+        `input_kind` `recognizer`: the words are a speech recognizer's (lowercase, no
+        punctuation); each gets its case and a following comma back from `restorer`, or else
+        the engine's restorer reading `restore_lookahead` more words (ValueError if the engine
+        has none), before segmentation and the policy see it."""
         self.engine = engine
         self.policy = load_policy(policy) if isinstance(policy, str) else policy
         opts = options or SearchOptions(beam=beam)
@@ -144,6 +166,11 @@ class Session:
         )
         if self.segmentation is Segmentation.AUTO and detector is None:
             detector = make_detector(engine, lookahead=lookahead)
+        self.input_kind = InputKind.parse(input_kind)
+        if self.input_kind is InputKind.RECOGNIZER and restorer is None:
+            restorer = make_restorer(engine, lookahead=restore_lookahead)
+        self.restorer = restorer if self.input_kind is InputKind.RECOGNIZER else None
+        self._unrestored: deque[str] = deque()  # words in the restorer, as received
         self.warnings: list[str] = []  # human-readable notes about the input (unknown chars, cuts)
         self.cutter = SentenceCutter(
             mode=self.segmentation,
@@ -178,14 +205,36 @@ class Session:
             if self.drop_fillers and is_filler(w):
                 self.fillers_dropped += 1
                 if self.segmentation is Segmentation.PUNCTUATION and filler_ends_sentence(w):
+                    self._restore_rest()
                     self.cutter.end()
                 continue
-            self.cutter.add(w, n)
+            if self.restorer is None:
+                self.cutter.add(w, n)
+                continue
+            self._unrestored.append(w)
+            for restored in self.restorer.push(w):
+                self._add_restored(restored)
         if words:
             self._wake()
 
+    def _add_restored(self, word: str) -> None:
+        """Queue a restored word; should its restored form hold more subword tokens than a
+        sentence may (the raw word was checked), the word goes on as it was received."""
+        raw = self._unrestored.popleft()
+        n = len(self.engine.tokenizer.encode_word(word, first=False))
+        if n > self.max_tokens:
+            word, n = raw, len(self.engine.tokenizer.encode_word(raw, first=False))
+        self.cutter.add(word, n)
+
+    def _restore_rest(self) -> None:
+        """The source so far is complete: the restorer decides the words it still holds."""
+        if self.restorer is not None:
+            for restored in self.restorer.finish():
+                self._add_restored(restored)
+
     def end_source(self) -> None:
         """The current sentence's source is complete (what `flush` does, without compute)."""
+        self._restore_rest()
         if self.cutter.waiting or (self.sentences and not self.sentences[-1].complete):
             self.cutter.end()
             self._wake()
@@ -219,6 +268,7 @@ class Session:
     def backlog_words(self) -> int:
         """Source words received but not yet read by the policy (a server's input backpressure)."""
         total = sum(len(sent.words) for sent in self.sentences) + self.cutter.waiting
+        total += len(self._unrestored)
         return total - (self.stream.words_read if self.stream is not None else 0)
 
     @property

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TextIO
 
 from simulmt.engine import Engine
+from simulmt.inputs import InputKind
 from simulmt.liveview import LiveView
 from simulmt.policies.base import PolicyError
 from simulmt.search.options import CLI_LOOP_GUARD, Scoring, SearchOptions, WriteUnit
@@ -69,6 +70,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="--segmentation auto: words the detector reads past a boundary (default 2)",
     )
     parser.add_argument(
+        "--recognizer",
+        action="store_true",
+        help="the lines are a speech recognizer's output (lowercase, no punctuation): restore "
+        "case and commas (the model's restorer.pt) before translating",
+    )
+    parser.add_argument(
+        "--restore-lookahead",
+        type=int,
+        default=2,
+        help="--recognizer: words the restorer reads past a word before restoring it (default 2)",
+    )
+    parser.add_argument(
         "--keep-fillers",
         action="store_true",
         help="translate hesitation sounds (äh, ähm, hm) too; by default they are dropped",
@@ -121,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
             lookahead=args.segment_lookahead,
             drop_fillers=not args.keep_fillers,
             localise_numbers=not args.keep_number_format,
+            input_kind=InputKind.RECOGNIZER if args.recognizer else InputKind.TEXT,
+            restore_lookahead=args.restore_lookahead,
         )
     except (PolicyError, ValueError, OSError) as e:
         print(f"simulmt translate: {e}", file=sys.stderr)

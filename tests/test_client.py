@@ -22,6 +22,7 @@ from simulmt.server.protocol import Start, parse_client_message
 from simulmt.server.stream import Recorder, StreamLog, start_message
 
 from simulmt.engine import Engine
+from simulmt.inputs import InputKind
 from simulmt.liveview import DIM, RESET, LiveView, render_live
 from simulmt.sentences import Segmentation
 from simulmt.updates import Update
@@ -226,6 +227,7 @@ def test_client_refuses_an_unknown_segmentation(capsys: pytest.CaptureFixture[st
         ([], {}),
         (["--keep-number-format"], {"localise_numbers": False}),
         (["--keep-fillers"], {"drop_fillers": False}),
+        (["--input", "recognizer"], {"input_kind": InputKind.RECOGNIZER}),
         (["--segmentation", "client"], {"segmentation": Segmentation.CLIENT}),
         (["--lookahead", "2", "--beam", "3"], {"lookahead": 2, "beam": 3}),
     ],

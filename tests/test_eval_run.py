@@ -408,3 +408,44 @@ def test_eval_cli_segmentation_options(files: Path, tmp_path: Path) -> None:
     assert proc.returncode == 2 and "no segmenter.pt" in proc.stderr
     proc = _simulmt(*common, "--segmentation", "auto", "--lookahead", "-1")
     assert proc.returncode == 2 and "lookahead must be >= 0" in proc.stderr
+
+
+def test_recognizer_input_reaches_the_sessions_and_its_lookahead_shows_in_the_delays(
+    files: Path,
+) -> None:
+    """RunConfig.input_kind recognizer restores each word once `restore_lookahead` more have
+    arrived, so every write comes that many words later (capped by the line's end)."""
+    from simulmt.inputs import InputKind
+    from simulmt.restore import RestorerConfig, RestorerNet
+    from simulmt.sentences import Segmentation
+
+    engine = scripted_engine()
+    line = SOURCES[2:]  # "a b . c d e"
+
+    def delays(**kw: object) -> tuple[int, ...]:
+        config = RunConfig(batch_size=1, segmentation=Segmentation.CLIENT, **kw)  # type: ignore[arg-type]
+        return simulate(engine, "wait-k:k=2", line, REFERENCES[2:], config=config).stats[0].delays
+
+    recognizer = {"input_kind": InputKind.RECOGNIZER}
+    with pytest.raises(ValueError, match="no restorer.pt"):
+        delays(**recognizer)
+    engine.restorer = RestorerNet(RestorerConfig(buckets=64, dim=4, hidden=4, head=4)).eval()
+    assert delays() == (2, 3, 4, 5)
+    assert delays(**recognizer, restore_lookahead=0) == (2, 3, 4, 5)
+    assert delays(**recognizer, restore_lookahead=1) == (3, 4, 5, 6)
+    assert delays(**recognizer, restore_lookahead=2) == (4, 5, 6, 6)
+    with pytest.raises(ValueError, match="restore lookahead must be in 0..2"):
+        delays(**recognizer, restore_lookahead=3)
+
+
+def test_eval_cli_input_options(files: Path) -> None:
+    common = ["eval", "--policy", "wait-k:k=2", "--source", str(files / "src.txt"),
+              "--reference", str(files / "ref.txt"), "--model", str(files / "model"),
+              "--threads", "1", "--no-progress", "--json"]  # fmt: skip
+    proc = _simulmt(*common, "--input", "recognizer")
+    assert proc.returncode == 2 and "needs a case and comma restorer" in proc.stderr
+    # auto: the recognizer view is read as it is when the model has no restorer
+    proc = _simulmt(*common, "--source-style", "asr")
+    assert proc.returncode == 0 and "no restorer.pt" in proc.stderr, proc.stderr
+    proc = _simulmt(*common, "--input", "recognizer", "--restore-lookahead", "-1")
+    assert proc.returncode == 2 and "restore_lookahead must be >= 0" in proc.stderr

@@ -21,6 +21,7 @@ from simulmt.server.protocol import (
     update_messages,
 )
 
+from simulmt.inputs import InputKind
 from simulmt.sentences import Segmentation
 from simulmt.updates import Update
 
@@ -78,6 +79,11 @@ START = {"type": "start", "protocol": PROTOCOL}
         (json.dumps({**START, "fillers": "drop"}), Start("wait-k:k=3", 1, drop_fillers=True)),
         (json.dumps({**START, "numbers": "keep"}), Start("wait-k:k=3", 1, localise_numbers=False)),
         (json.dumps({**START, "numbers": "localise"}), Start("wait-k:k=3", 1)),
+        (
+            json.dumps({**START, "input": "recognizer"}),
+            Start("wait-k:k=3", 1, input_kind=InputKind.RECOGNIZER),
+        ),
+        (json.dumps({**START, "input": "text"}), Start("wait-k:k=3", 1)),
     ],
 )
 def test_parse_accepts(frame: str, expected: object) -> None:
@@ -129,6 +135,8 @@ def test_unknown_fields_are_listed() -> None:
         (json.dumps({**START, "fillers": False}), ErrorCode.BAD_START, "or 'keep'"),
         (json.dumps({**START, "numbers": "english"}), ErrorCode.BAD_START, "'localise'"),
         (json.dumps({**START, "numbers": None}), ErrorCode.BAD_START, "start.numbers"),
+        (json.dumps({**START, "input": "speech"}), ErrorCode.BAD_START, "'recognizer'"),
+        (json.dumps({**START, "input": ["text"]}), ErrorCode.BAD_START, "start.input is"),
         (json.dumps({**START, "lookahead": -1}), ErrorCode.BAD_START, "integer in 0..8"),
         (json.dumps({**START, "lookahead": "2"}), ErrorCode.BAD_START, "integer in 0..8"),
         (

@@ -16,6 +16,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosedError
 
 from simulmt.engine import Engine
+from simulmt.restore import Restorer, RestorerConfig, RestorerNet
 from simulmt.segment.model import SegmenterConfig, SegmenterNet
 from simulmt.segment.views import recognizer_view
 from tests.test_server import engine, running, ws_url
@@ -123,3 +124,34 @@ async def test_segmentation_values_are_refused_with_the_accepted_ones() -> None:
     assert "accepted: 'punctuation', 'client', 'auto'" in str(bad[-1]["message"])
     assert clash[-1]["code"] == "bad_start"
     assert "applies to segmentation 'auto' only" in str(clash[-1]["message"])
+
+
+@functools.cache
+def engine_with_restorer() -> Engine:
+    """The tiny model with an (untrained, deterministic) case and comma restorer."""
+    e = Engine.tiny(0)
+    torch.manual_seed(0)
+    e.restorer = RestorerNet(RestorerConfig(buckets=256, dim=8, hidden=16, head=16)).eval()
+    return e
+
+
+async def test_recognizer_input_is_restored_in_order_and_refused_without_a_restorer() -> None:
+    """`start.input: recognizer`: every word reaches the model once, in order, in the form the
+    session's restorer gives it; a model without a restorer refuses it with the reason."""
+    words = asr_words(300, seed=1)
+    chunks = [" ".join(words[i : i + 7]) for i in range(0, len(words), 7)]
+    async with running(load=engine_with_restorer) as server:
+        log = await run_stream(
+            ws_url(server),
+            paced(chunks, 0),
+            start=StartOptions(policy="wait-k:k=3", segmentation="client", input="recognizer"),
+        )
+    assert [m for m in log.messages if m["type"] == "error"] == []
+    restorer = Restorer(engine_with_restorer().restorer, lookahead=2)  # type: ignore[arg-type]
+    expected = [w for word in words for w in restorer.push(word)] + restorer.finish()
+    assert expected != words  # the restorer changed something, and the server used it
+    assert " ".join(str(m["source"]) for m in finals(log)).split() == expected
+    async with running(load=engine) as server:
+        refused = await _start(server, input="recognizer")
+    assert refused[-1]["type"] == "error" and refused[-1]["code"] == "bad_start"
+    assert "no restorer.pt" in str(refused[-1]["message"])

@@ -75,6 +75,9 @@
       // asks for ?segmentation=punctuation|client (and ?lookahead=N for auto)
       if (params.get("segmentation")) start.segmentation = params.get("segmentation");
       if (params.get("lookahead")) start.lookahead = parseInt(params.get("lookahead"), 10);
+      // ?input=recognizer: the words are a speech recognizer's (lowercase, no punctuation);
+      // the server restores case and commas before translating them
+      if (params.get("input")) start.input = params.get("input");
       const s = state.session;
       if (s) start.resume = { session_id: s.id, token: s.token, last_seq: s.lastSeq };
       ws.send(JSON.stringify(start));
