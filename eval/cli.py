@@ -178,9 +178,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a(
         "--restore-lookahead",
         type=int,
-        default=2,
+        default=None,
         help="--input recognizer: words the restorer reads past a word before restoring it "
-        "(default 2; each adds about one word of latency)",
+        "(0-2; default: 2 for the full-sentence policy, where waiting costs no latency, except "
+        "with --segmentation auto; else 0, which is best at equal AL)",
     )
     a(
         "--segmentation",

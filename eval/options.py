@@ -38,9 +38,10 @@ class RunConfig:
     # as in `serve`
     localise_numbers: bool = True
     # recognizer: the source lines are recognizer words, restored (case, commas) before the
-    # model reads them, each word once `restore_lookahead` more have arrived
+    # model reads them, each word once `restore_lookahead` more have arrived (None: 2 for the
+    # full-sentence policy, where waiting costs nothing, else 0; `make_restorer`)
     input_kind: InputKind = InputKind.TEXT
-    restore_lookahead: int = 2
+    restore_lookahead: int | None = None
 
     def search_options(self) -> SearchOptions:
         return SearchOptions(
@@ -52,7 +53,7 @@ class RunConfig:
     def __post_init__(self) -> None:
         if self.lookahead < 0:
             raise ValueError(f"lookahead must be >= 0, got {self.lookahead}")
-        if self.restore_lookahead < 0:
+        if self.restore_lookahead is not None and self.restore_lookahead < 0:
             raise ValueError(f"restore_lookahead must be >= 0, got {self.restore_lookahead}")
         for name in ("beam", "batch_size", "jobs"):
             value = getattr(self, name)

@@ -227,7 +227,8 @@ def simulate(
     if config.segmentation is Segmentation.AUTO:  # fail here, not in a forked job
         make_detector(engine, lookahead=config.lookahead)
     if config.input_kind is InputKind.RECOGNIZER:
-        make_restorer(engine, lookahead=config.restore_lookahead)
+        make_restorer(engine, lookahead=config.restore_lookahead, policy=load_policy(policy),
+                      segmentation=config.segmentation)
     loaded = load_policy(policy)  # once: policies are stateless, every session shares it
     retranslation = loaded.mode is CommitMode.RETRANSLATION
     start, compute_before = time.perf_counter(), engine.compute_ms

@@ -124,7 +124,10 @@ class SentenceCutter:
         return len(self._held) + len(self._pending)
 
     # ---- input ----
-    def add(self, word: str, tokens: int) -> None:
+    def add(self, word: str, tokens: int, *, received: str | None = None) -> None:
+        """Place `word` (of `tokens` subword tokens); the boundary detector reads it as it was
+        `received` when that differs (a recognizer's word before its case was restored: the
+        detector was trained on recognizer and written text, not on restored text)."""
         if self.detector is None:
             self._place(word, tokens)
             if self.mode is Segmentation.PUNCTUATION and ends_sentence(word):
@@ -132,7 +135,7 @@ class SentenceCutter:
             return
         self._pending.append((self._pushed, word, tokens))
         self._pushed += 1
-        self._apply(self.detector.push(word))
+        self._apply(self.detector.push(received if received is not None else word))
 
     def end(self) -> None:
         """`flush`: the detector decides its last words, and the open sentence ends."""

@@ -30,6 +30,7 @@ from simulmt.model.state import StreamState
 from simulmt.numbers import NumberNotation
 from simulmt.policies.base import Policy
 from simulmt.policies.registry import load_policy
+from simulmt.policies.schedules import FullSentence
 from simulmt.restore.stream import Restorer
 from simulmt.search.online import OnlineSearch, SourceView
 from simulmt.search.options import SearchOptions
@@ -101,14 +102,27 @@ def make_detector(engine: Engine, *, lookahead: int) -> Segmenter:
     return Segmenter(engine.segmenter, lookahead=lookahead)
 
 
-def make_restorer(engine: Engine, *, lookahead: int) -> Restorer:
-    """A per-session restorer over the engine's shared, read-only case and comma network."""
+def make_restorer(
+    engine: Engine, *, lookahead: int | None, policy: Policy, segmentation: Segmentation
+) -> Restorer:
+    """A per-session restorer over the engine's shared, read-only case and comma network.
+
+    `lookahead` None: the right context that costs no latency. A full-sentence policy reads
+    nothing before its sentence ends, and where the client or punctuation ends sentences, the
+    end releases every held word at once: the words may wait for all the context the restorer
+    can use (newstest2015, beam 5: 12.92 BLEU against 12.54 without). Anywhere else a word
+    would be read later (a simultaneous policy; `auto`, whose detector reads the words the
+    restorer gives it), and at equal AL lookahead 0 is best (wait-k on newstest2015;
+    docs/model-notes.md, "Recognizer input")."""
     if engine.restorer is None:
         raise ValueError(
             "input recognizer needs a case and comma restorer, and this model has none "
             "(no restorer.pt in its folder; train one with `simulmt train-restorer`); "
             "accepted without one: text"
         )
+    if lookahead is None:
+        free = isinstance(policy, FullSentence) and segmentation is not Segmentation.AUTO
+        lookahead = engine.restorer.cfg.max_lookahead if free else 0
     return Restorer(engine.restorer, lookahead=lookahead)
 
 
@@ -129,7 +143,7 @@ class Session:
         drop_fillers: bool = True,
         localise_numbers: bool = True,
         input_kind: InputKind | str = InputKind.TEXT,
-        restore_lookahead: int = 2,
+        restore_lookahead: int | None = None,
         restorer: Restorer | None = None,
     ) -> None:
         """`tentative=False`: updates carry committed words only (no tentative tail is
@@ -148,8 +162,9 @@ class Session:
 
         `input_kind` `recognizer`: the words are a speech recognizer's (lowercase, no
         punctuation); each gets its case and a following comma back from `restorer`, or else
-        the engine's restorer reading `restore_lookahead` more words (ValueError if the engine
-        has none), before segmentation and the policy see it."""
+        the engine's restorer reading `restore_lookahead` more words (None: what costs no
+        latency under the policy, `make_restorer`; ValueError if the engine has none), before
+        segmentation and the policy see it."""
         self.engine = engine
         self.policy = load_policy(policy) if isinstance(policy, str) else policy
         opts = options or SearchOptions(beam=beam)
@@ -168,7 +183,12 @@ class Session:
             detector = make_detector(engine, lookahead=lookahead)
         self.input_kind = InputKind.parse(input_kind)
         if self.input_kind is InputKind.RECOGNIZER and restorer is None:
-            restorer = make_restorer(engine, lookahead=restore_lookahead)
+            restorer = make_restorer(
+                engine,
+                lookahead=restore_lookahead,
+                policy=self.policy,
+                segmentation=self.segmentation,
+            )
         self.restorer = restorer if self.input_kind is InputKind.RECOGNIZER else None
         self._unrestored: deque[str] = deque()  # words in the restorer, as received
         self.warnings: list[str] = []  # human-readable notes about the input (unknown chars, cuts)
@@ -224,7 +244,7 @@ class Session:
         n = len(self.engine.tokenizer.encode_word(word, first=False))
         if n > self.max_tokens:
             word, n = raw, len(self.engine.tokenizer.encode_word(raw, first=False))
-        self.cutter.add(word, n)
+        self.cutter.add(word, n, received=raw)
 
     def _restore_rest(self) -> None:
         """The source so far is complete: the restorer decides the words it still holds."""

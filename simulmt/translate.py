@@ -78,8 +78,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--restore-lookahead",
         type=int,
-        default=2,
-        help="--recognizer: words the restorer reads past a word before restoring it (default 2)",
+        default=None,
+        help="--recognizer: words the restorer reads past a word before restoring it (0-2; "
+        "default: 2 for the full-sentence policy without --segmentation auto, else 0)",
     )
     parser.add_argument(
         "--keep-fillers",

@@ -431,6 +431,7 @@ def test_recognizer_input_reaches_the_sessions_and_its_lookahead_shows_in_the_de
         delays(**recognizer)
     engine.restorer = RestorerNet(RestorerConfig(buckets=64, dim=4, hidden=4, head=4)).eval()
     assert delays() == (2, 3, 4, 5)
+    assert delays(**recognizer) == (2, 3, 4, 5)  # wait-k's default: no lookahead, no delay
     assert delays(**recognizer, restore_lookahead=0) == (2, 3, 4, 5)
     assert delays(**recognizer, restore_lookahead=1) == (3, 4, 5, 6)
     assert delays(**recognizer, restore_lookahead=2) == (4, 5, 6, 6)

@@ -31,6 +31,7 @@ from simulmt.restore import (
 )
 from simulmt.restore.train import FitConfig, Sentences, fit, score
 from simulmt.segment.features import words_features
+from simulmt.segment.model import SegmenterConfig, SegmenterNet
 from simulmt.session import Session
 from simulmt.updates import Update
 
@@ -275,5 +276,36 @@ def test_recognizer_input_needs_a_restorer() -> None:
     engine.restorer = RestorerNet(TINY).eval()
     with pytest.raises(ValueError, match="restore lookahead must be in 0..2"):
         Session(engine, input_kind="recognizer", restore_lookahead=5)
+    # by default, the context that costs no latency: all of it only where nothing is read
+    # before a sentence's end and that end releases every held word (full, not auto)
+    engine.segmenter = SegmenterNet(SegmenterConfig(buckets=64, dim=4, hidden=4)).eval()
+    for policy, segmentation, lookahead in [
+        ("full", "punctuation", 2),
+        ("full", "client", 2),
+        ("full", "auto", 0),
+        ("wait-k:k=3", "client", 0),
+    ]:
+        s = Session(engine, policy=policy, segmentation=segmentation, input_kind="recognizer")
+        assert s.restorer is not None and s.restorer.lookahead == lookahead, policy
     s = Session(engine, policy="wait-k:k=2", input_kind="recognizer", restore_lookahead=0)
     assert len(_finals(s.push("der hund kommt") + s.finish())[0].split()) == 3
+
+
+def test_the_boundary_detector_reads_the_words_as_received(trained: RestorerNet) -> None:
+    """The detector was trained on recognizer and written text, not on restored text: it
+    reads each word as the recognizer sent it, while the sentence gets the restored word."""
+    from tests.test_segmentation import StopDetector
+
+    det = StopDetector(lookahead=1)
+    s = Session(
+        Engine.tiny(0),
+        policy="wait-k:k=1",
+        segmentation="auto",
+        detector=det,
+        input_kind="recognizer",
+        restorer=Restorer(trained, lookahead=1),
+    )
+    words = "sie sagt nichts stop er sagt dass der hund in den usa ist".split()
+    out = s.push(" ".join(words)) + s.finish()
+    assert det.pushes == words
+    assert _finals(out) == ["Sie sagt nichts stop", "Er sagt, dass der Hund in den USA ist"]
