@@ -316,3 +316,18 @@ def test_the_boundary_detector_reads_the_words_as_received(trained: RestorerNet)
     assert pushes == words
     assert sentences == ["Sie sagt nichts stop", "Der Hund ist in den USA"]
     assert run("client")[1] == ["Sie sagt nichts stop der Hund ist in den USA"]
+
+
+def test_the_shipped_restorer_is_news_free_and_restores_case_and_commas() -> None:
+    """The bundled restorer.pt: trained without any news set (news is dev/test only); it
+    capitalises nouns, names and acronyms and puts the comma before a subordinate clause."""
+    from simulmt.engine import RESTORER_FILE, default_model_dir
+
+    net, meta = load_restorer(default_model_dir() / RESTORER_FILE)
+    assert meta["train"] and not any("news" in str(t).lower() for t in meta["train"])
+    r = Restorer(net, lookahead=2)
+    words = "die bundeskanzlerin sagte in berlin dass die eu und die usa zusammenarbeiten".split()
+    restored = [w for word in words for w in r.push(word)] + r.finish()
+    assert " ".join(restored) == (
+        "Die Bundeskanzlerin sagte in Berlin, dass die EU und die USA zusammenarbeiten"
+    )

@@ -171,3 +171,25 @@ def test_translate_searches_as_deep_as_eval_and_serve() -> None:
     assert parser.parse_args([]).speculate == eval_depth == server_depth > 1
     assert parser.parse_args(["--speculate", "2"]).speculate == 2
     assert parser.parse_args(["--lookahead", "2"]).speculate == 2  # the flag's earlier name
+
+
+def test_recognizer_lines_are_restored_by_the_models_restorer(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    """`--recognizer`: the restorer.pt beside the model (here the shipped one) gives the words
+    their case and commas back before the policy reads them; without one, a clear refusal."""
+    import shutil
+
+    from simulmt.engine import RESTORER_FILE, default_model_dir
+
+    line = "die kanzlerin sagte gestern in berlin dass die usa zustimmen\n"
+    common = ("--policy", "full", "--jsonl", "--recognizer")
+    proc = translate(model_dir, line, *common)
+    assert proc.returncode == 2 and "no restorer.pt" in proc.stderr
+    with_restorer = tmp_path / "model"
+    shutil.copytree(model_dir, with_restorer)
+    shutil.copy(default_model_dir() / RESTORER_FILE, with_restorer / RESTORER_FILE)
+    assert _finals(translate(with_restorer, line, *common)) == [
+        "Die Kanzlerin sagte gestern in Berlin, dass die USA zustimmen"
+    ]
+    assert _finals(translate(with_restorer, line, "--policy", "full", "--jsonl")) == [line.strip()]
