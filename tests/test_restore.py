@@ -216,7 +216,7 @@ def test_train_restorer_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     ]
     assert main([*args, "--test-text", str(tmp_path / "test.de")]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert [s["lookahead"] for s in report["scores"]] == [0, 1, 2]
+    assert [s["lookahead"] for s in report["scores"]] == [0, 1, 2] and report["us_per_word"] > 0
     assert report["scores"][2]["case_accuracy"] > 0.95 and report["bytes"] < 200_000
     again = [
         "train-restorer",

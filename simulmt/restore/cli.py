@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import time
 from pathlib import Path
 
 import torch
@@ -26,6 +27,7 @@ from simulmt.restore.model import (
     load_restorer,
     save_restorer,
 )
+from simulmt.restore.stream import Restorer
 from simulmt.restore.train import FitConfig, Sentences, fit, score
 from simulmt.segment.data import corpus_documents, read_documents
 
@@ -57,6 +59,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--score-only", action="store_true", help="score the existing --out file, no training")
     a("--json", action="store_true", help="print the report as one JSON object")
     a("--no-progress", action="store_true")
+
+
+def cost_per_word_us(restorer: Restorer, words: list[str]) -> float:
+    """Mean wall time of `Restorer.push` per word, in microseconds (what a session pays)."""
+    restorer.reset()
+    t = time.perf_counter()
+    for w in words:
+        restorer.push(w)
+    restorer.finish()
+    return (time.perf_counter() - t) / max(1, len(words)) * 1e6
 
 
 def _train(args: argparse.Namespace) -> RestorerNet:
@@ -103,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
             data = Sentences.from_documents(test_docs, net.cfg.buckets)
             lookaheads = range(net.cfg.max_lookahead + 1)
             report["scores"] = [s.as_dict() for s in score(net, data, lookaheads)]
+            words = [w for item in data.items for w in item.words][:5000]
+            report["us_per_word"] = cost_per_word_us(Restorer(net, lookahead=0), words)
     except (FileNotFoundError, ValueError, RestorerError) as e:
         log.error("%s", e)
         return 2
@@ -117,4 +131,6 @@ def run(args: argparse.Namespace) -> int:
             f"  lookahead {s['lookahead']}: case {s['case_accuracy']:.3f}, comma P "
             f"{s['comma_precision']:.2f} R {s['comma_recall']:.2f} ({s['words']} words)"
         )
+    if "us_per_word" in report:
+        print(f"  cost: {report['us_per_word']:.0f} us per word (streaming push, 1 thread)")
     return 0
