@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
+from simulmt.fitting import fit_steps
 from simulmt.restore.labels import Case, Labelled, Punct, label_words
 from simulmt.restore.model import RestorerNet
 from simulmt.segment.features import words_features
@@ -139,31 +139,18 @@ def fit(
         raise ValueError("no training words: give text with at least one word")
     rng = random.Random(cfg.seed)
     torch.manual_seed(cfg.seed)
-    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1 - step / cfg.steps)
-    net.train()
-    recent: list[float] = []
     batches: list[list[list[int]]] = []
-    t0 = time.perf_counter()
-    for step in range(cfg.steps):
-        if not batches:
+
+    def loss_at(step: int) -> torch.Tensor:
+        if not batches:  # a new epoch: runs of similar length share a batch
             runs = _examples(data, cfg, rng)
             runs.sort(key=lambda r: sum(len(data.items[i].words) for i in r))
-            batches = [runs[i : i + cfg.batch] for i in range(0, len(runs), cfg.batch)]
+            batches.extend(runs[i : i + cfg.batch] for i in range(0, len(runs), cfg.batch))
             rng.shuffle(batches)
         ids, flags, cases, puncts = _batch(data, batches.pop())
-        loss = _loss(net(ids, flags), cases, puncts)
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        recent = (recent + [loss.item()])[-100:]
-        if progress is not None:
-            progress(step + 1, loss.item())
-    net.eval()
-    log.info("trained %d steps in %.0f s", cfg.steps, time.perf_counter() - t0)
-    return sum(recent) / len(recent)
+        return _loss(net(ids, flags), cases, puncts)
+
+    return fit_steps(net, steps=cfg.steps, lr=cfg.lr, loss_at=loss_at, progress=progress)
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 import math
 import random
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
+from simulmt.fitting import fit_steps
 from simulmt.segment.data import Stream
 from simulmt.segment.model import SegmenterNet
 from simulmt.segment.views import SourceStyle
@@ -107,26 +107,14 @@ def fit(
     pool = [(streams[style], w) for style, w in cfg.styles if style in streams and w > 0]
     if not pool or all(len(s) < 2 for s, _ in pool):
         raise ValueError("no training words: give documents with at least two words")
-    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1 - step / cfg.steps)
-    net.train()
-    recent: list[float] = []
-    t0 = time.perf_counter()
-    for step in range(cfg.steps):
-        ids, flags, ends = _batch([s for s, _ in pool], [w for _, w in pool], cfg, rng)
+    pooled, weights = [s for s, _ in pool], [w for _, w in pool]
+
+    def loss_at(step: int) -> torch.Tensor:
+        ids, flags, ends = _batch(pooled, weights, cfg, rng)
         logits, _ = net(ids, flags)
-        loss = _loss(logits, ends)
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        recent = (recent + [loss.item()])[-100:]
-        if progress is not None:
-            progress(step + 1, loss.item())
-    net.eval()
-    log.info("trained %d steps in %.0f s", cfg.steps, time.perf_counter() - t0)
-    return sum(recent) / len(recent)
+        return _loss(logits, ends)
+
+    return fit_steps(net, steps=cfg.steps, lr=cfg.lr, loss_at=loss_at, progress=progress)
 
 
 @torch.no_grad()
