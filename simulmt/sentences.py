@@ -94,13 +94,10 @@ class SentenceCutter:
         window: int,
         clock: Callable[[], float],
         warn: Callable[[str], None],
-        start_word: Callable[[str, int], tuple[str, int]] | None = None,
     ) -> None:
         """`detector` decides boundaries in `auto` mode; `cut_net` (or the detector) scores the
         cut of an over-long sentence in any mode. `window`: how many last words the cut may
-        choose among (held back from the policy once a sentence is that close to a limit).
-        `start_word` rewrites the first word of each sentence (word, tokens) -> (word, tokens):
-        a recognizer session capitalises it, which only the cutter knows is a start."""
+        choose among (held back from the policy once a sentence is that close to a limit)."""
         if mode is Segmentation.AUTO and detector is None:
             raise ValueError("segmentation auto needs a boundary detector")
         self.mode = mode
@@ -113,7 +110,7 @@ class SentenceCutter:
             self._cut_with = lambda words, *, window=20: cut_point(net, words, window=window)
         self.max_words, self.max_tokens = max_words, max_tokens
         self.window = max(1, min(window, max_words - 1)) if max_words > 1 else 1
-        self.clock, self.warn, self.start_word = clock, warn, start_word
+        self.clock, self.warn = clock, warn
         self.sentences: list[Sentence] = []
         self.next_id = 0
         self._held: list[tuple[str, int]] = []  # words of the open sentence the policy can't see
@@ -181,8 +178,6 @@ class SentenceCutter:
         near = size > self.max_words - self.window or (
             sent.tokens + held_tokens + tokens > self.max_tokens - 2 * self.window
         )
-        if self.start_word is not None and not sent.words and not self._held:
-            word, tokens = self.start_word(word, tokens)
         if self._held or (near and sent.words):
             self._held.append((word, tokens))
         else:

@@ -201,7 +201,6 @@ class Session:
             window=limits.cut_window,
             clock=clock,
             warn=self.warnings.append,
-            start_word=self._capitalised if self._starts_unknown() else None,
         )
         self.sentences: list[Sentence] = self.cutter.sentences  # [0] is being decoded
         self.stream: StreamState | None = None  # the decoding state of sentences[0]
@@ -237,21 +236,6 @@ class Session:
                 self._add_restored(restored)
         if words:
             self._wake()
-
-    def _starts_unknown(self) -> bool:
-        """Restored words whose sentence starts the restorer cannot know: in `auto` mode it
-        reads one endless stream, and only the detector's decisions say where sentences begin
-        (elsewhere a sentence's end resets the restorer, which then sees the start)."""
-        return self.restorer is not None and self.segmentation is Segmentation.AUTO
-
-    def _capitalised(self, word: str, tokens: int) -> tuple[str, int]:
-        """A sentence's first word as written German has it: capitalised (if that changes the
-        word's letters or overflows the sentence's tokens, as it came)."""
-        if not word[:1].islower() or len(word[0].upper()) != 1:
-            return word, tokens
-        cap = word[0].upper() + word[1:]
-        n = len(self.engine.tokenizer.encode_word(cap, first=False))
-        return (cap, n) if n <= self.max_tokens else (word, tokens)
 
     def _add_restored(self, word: str) -> None:
         """Queue a restored word; should its restored form hold more subword tokens than a

@@ -293,9 +293,7 @@ def test_recognizer_input_needs_a_restorer() -> None:
 
 def test_the_boundary_detector_reads_the_words_as_received(trained: RestorerNet) -> None:
     """The detector was trained on recognizer and written text, not on restored text: it
-    reads each word as the recognizer sent it, while the sentence gets the restored word; and
-    the first word of each sentence it opens is capitalised (the restorer, reading one endless
-    stream, cannot know where sentences start)."""
+    reads each word as the recognizer sent it, while the sentence gets the restored word."""
     from tests.test_segmentation import StopDetector
 
     def run(segmentation: str) -> tuple[list[str], list[str]]:
@@ -314,8 +312,8 @@ def test_the_boundary_detector_reads_the_words_as_received(trained: RestorerNet)
     words = "sie sagt nichts stop der hund ist in den usa".split()
     pushes, sentences = run("auto")
     assert pushes == words
-    assert sentences == ["Sie sagt nichts stop", "Der Hund ist in den USA"]
-    assert run("client")[1] == ["Sie sagt nichts stop der Hund ist in den USA"]
+    assert sentences == ["Sie sagt nichts stop", "der Hund ist in den USA"]
+    assert run("client")[1] == [" ".join(sentences)]
 
 
 def test_the_shipped_restorer_is_news_free_and_restores_case_and_commas() -> None:
