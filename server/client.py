@@ -66,7 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="what the words look like: text (as written; the server's default) or recognizer "
         "(a speech recognizer's lowercase output without punctuation: the server restores case "
-        "and commas before translating, two words later)",
+        "and commas before translating)",
     )
     parser.add_argument(
         "--rate", type=float, default=2.5, help="source words per second (default 2.5; 0 = max)"

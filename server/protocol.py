@@ -276,7 +276,7 @@ def _parse_start(data: Mapping[str, Any], *, default_policy: str, max_beam: int)
             f"start.input is {repr(data.get('input'))[:40]}; accepted: 'text' (words as "
             "written, with case and punctuation; the default) or 'recognizer' (a speech "
             "recognizer's output, lowercase without punctuation: case and commas are restored "
-            "before translation, two words later)",
+            "before translation)",
         ) from None
     return Start(
         policy=policy.strip(),

@@ -2,7 +2,7 @@
 
 Recognizer output (lowercase, no punctuation) is translated worse than written text by a
 model trained mostly on text (newstest2015: 12.2 against 15.3 BLEU); a `recognizer` session
-first restores case and commas (`simulmt.restore`) at the cost of a few words of latency.
+first restores case and commas (`simulmt.restore`; 12.9 BLEU there).
 No torch here: clients import `InputKind` to build their start message.
 """
 
