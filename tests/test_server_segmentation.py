@@ -147,7 +147,8 @@ async def test_recognizer_input_is_restored_in_order_and_refused_without_a_resto
             start=StartOptions(policy="wait-k:k=3", segmentation="client", input="recognizer"),
         )
     assert [m for m in log.messages if m["type"] == "error"] == []
-    restorer = Restorer(engine_with_restorer().restorer, lookahead=2)  # type: ignore[arg-type]
+    # wait-k reads each word as it comes, so the restorer reads no word past it (the default)
+    restorer = Restorer(engine_with_restorer().restorer, lookahead=0)  # type: ignore[arg-type]
     expected = [w for word in words for w in restorer.push(word)] + restorer.finish()
     assert expected != words  # the restorer changed something, and the server used it
     assert " ".join(str(m["source"]) for m in finals(log)).split() == expected
