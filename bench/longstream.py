@@ -1,12 +1,15 @@
 """An endless unpunctuated stream through `simulmt serve` with the bundled model: no word lost.
 
     .venv/bin/python bench/longstream.py --source ../shared/corpora/newstest/newstest2015-ende.de \\
-        --words 10000 [--segmentation auto] [--lookahead 2] [--policy wait-k:k=3] [--model DIR]
+        --words 10000 [--segmentation auto] [--lookahead 2] [--policy wait-k:k=3] [--model DIR] \
+        [--input recognizer]
 
 Starts a server (its default segmentation: auto with the bundled detector), streams the first
 N words of the source in its recognizer view (lowercased, no punctuation), five words a
 message, and checks what #16 asks: the finals' `source` fields together are the words sent,
-in order; no `error` message; no final covers more than 60 words. Prints one JSON line.
+in order; no `error` message; no final covers more than 60 words. With `--input recognizer` the
+server restores case and commas first, so the finals are compared as a recognizer writes them.
+Prints one JSON line.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 
 from simulmt.server.stream import StartOptions, paced, run_stream
 
+from simulmt.data.asr import recognizer_word
 from simulmt.segment.views import recognizer_view
 
 
@@ -46,6 +50,7 @@ def main() -> int:
     p.add_argument("--segmentation", default=None, help="default: the server's (auto)")
     p.add_argument("--lookahead", type=int, default=None, help="default: the server's (2)")
     p.add_argument("--model", type=Path, default=None, help="default: the bundled model")
+    p.add_argument("--input", default=None, help="text or recognizer (default: the server's, text)")
     p.add_argument("--port", type=int, default=8791)
     args = p.parse_args()
     text = recognizer_view(" ".join(args.source.read_text(encoding="utf-8").splitlines()))
@@ -68,6 +73,7 @@ def main() -> int:
                     policy=args.policy,
                     segmentation=args.segmentation,
                     lookahead=args.lookahead,
+                    input=args.input,
                 ),
             )
         )
@@ -80,7 +86,7 @@ def main() -> int:
     lengths = [len(f.split()) for f in finals]
     result = {
         "words": len(words),
-        "lossless": " ".join(finals).split() == words,
+        "lossless": [recognizer_word(w) for w in " ".join(finals).split()] == words,
         "errors": len(errors),
         "finals": len(finals),
         "max_final_words": max(lengths, default=0),
@@ -89,6 +95,7 @@ def main() -> int:
         "policy": args.policy,
         "segmentation": args.segmentation or "server default",
         "lookahead": args.lookahead,
+        "input": args.input or "server default",
         "wall_s": round(wall, 1),
     }
     print(json.dumps(result))

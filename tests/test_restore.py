@@ -210,6 +210,8 @@ def test_train_restorer_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         "150",
         "--lr",
         "0.01",
+        "--max-run",
+        "2",
         *tiny,
         "--json",
         "--no-progress",

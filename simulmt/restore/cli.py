@@ -53,6 +53,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--max-lookahead", type=int, default=RestorerConfig.max_lookahead)
     a("--steps", type=int, default=FitConfig.steps)
     a("--batch", type=int, default=FitConfig.batch)
+    a("--max-run", type=int, default=FitConfig.max_run,
+      help=f"sentences joined into one example, at most (default {FitConfig.max_run})")
+    a("--max-words", type=int, default=FitConfig.max_words,
+      help=f"words of one example, at most (default {FitConfig.max_words})")
     a("--lr", type=float, default=FitConfig.lr)
     a("--seed", type=int, default=FitConfig.seed)
     a("--threads", type=int, default=1, help="torch CPU threads (default 1)")
@@ -80,7 +84,8 @@ def _train(args: argparse.Namespace) -> RestorerNet:
     cfg = RestorerConfig(
         buckets=args.buckets, dim=args.dim, hidden=args.hidden, max_lookahead=args.max_lookahead
     )
-    fit_cfg = FitConfig(steps=args.steps, batch=args.batch, lr=args.lr, seed=args.seed)
+    fit_cfg = FitConfig(steps=args.steps, batch=args.batch, max_run=args.max_run,
+                        max_words=args.max_words, lr=args.lr, seed=args.seed)
     data = Sentences.from_documents(docs, cfg.buckets)
     log.info("training on %d sentences in %d documents", len(data), len(data.documents))
     torch.manual_seed(args.seed)
