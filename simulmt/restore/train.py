@@ -178,28 +178,30 @@ def score(net: RestorerNet, data: Sentences, lookaheads: Sequence[int]) -> list[
     """Case accuracy and comma precision/recall per lookahead, each sentence restored on its
     own (as one line of `simulmt eval --source-style asr`); a sentence's last words are
     decided with the lookahead they have, as `Restorer.finish` does."""
-    nc = len(Case)
-    out = []
     for lk in lookaheads:
         if not 0 <= lk <= net.cfg.max_lookahead:
             raise ValueError(f"lookahead {lk} not in 0..{net.cfg.max_lookahead}")
-        right = total = tp = fp = fn = 0
-        for item, ids, flags in zip(data.items, data.ids, data.flags, strict=True):
-            x = net.embed_words(ids[None], flags[None])  # (1, T, dim)
-            h, _ = net.encode(x)  # (1, T, hidden)
-            t = x.shape[1]
+    nc = len(Case)
+    counts = {lk: [0, 0, 0, 0, 0] for lk in lookaheads}  # right, total, tp, fp, fn
+    for item, ids, flags in zip(data.items, data.ids, data.flags, strict=True):
+        heads = net(ids[None], flags[None])  # per lookahead l: (1, T-l, N_CLASSES)
+        t = ids.shape[0]
+        for lk in lookaheads:
+            # word j is decided by head min(lk, T-1-j): the last words have less to read
+            rows = [heads[min(lk, t - 1 - j)][0, j] for j in range(t)]
+            o = torch.stack(rows)  # (T, N_CLASSES)
+            cases, puncts = o[:, :nc].argmax(1).tolist(), o[:, nc:].argmax(1).tolist()
+            c = counts[lk]
             for j in range(t):
-                ahead = min(lk, t - 1 - j)
-                o = net.decide(ahead, h[0, j + ahead], x[0, j])  # (N_CLASSES,)
-                case, punct = int(o[:nc].argmax()), int(o[nc:].argmax())
-                right += case == item.cases[j]
-                comma, gold = punct == Punct.COMMA, item.puncts[j] == Punct.COMMA
-                tp, fp, fn = (
-                    tp + (comma and gold),
-                    fp + (comma and not gold),
-                    fn + (gold and not comma),
-                )
-            total += t
+                comma, gold = puncts[j] == Punct.COMMA, item.puncts[j] == Punct.COMMA
+                c[0] += cases[j] == item.cases[j]
+                c[2] += comma and gold
+                c[3] += comma and not gold
+                c[4] += gold and not comma
+            c[1] += t
+    out = []
+    for lk in lookaheads:
+        right, total, tp, fp, fn = counts[lk]
         out.append(
             Restoration(
                 lk, right / max(1, total), tp / max(1, tp + fp), tp / max(1, tp + fn), total
