@@ -8,7 +8,7 @@ entry appended to its training split as source `dinglex` (first alternative of e
 tags removed, at most 6 German / 8 English words, no placeholders such as `etw`/`sb`, no
 sentences). Dictionary lines whose example sentences are in the corpus's dev or test split are
 skipped, so no held-out pair's words come back through the lexicon. Tried in issue 15
-(docs/model-notes.md, "A dictionary as training data"); not part of the default corpus.
+(notes/model-notes.md, "A dictionary as training data"); not part of the default corpus.
 """
 
 from __future__ import annotations

@@ -25,17 +25,17 @@ NT15=(--model "$M" --source "$NEWS/newstest2015-ende.de" --reference "$NEWS/news
       --threads 1 --no-progress --json "${extra[@]}")
 ( "$BIN/simulmt" eval "${TEST[@]}" --output "$R/test" --sweep "$WAITK" --policy full \
     --policy wait-if-worse --policy wait-if-diff --sweep "confidence:threshold=0.4,0.6,0.8" \
-    --policy local-agreement:n=2 --sweep "alignatt:f=1,2,3,4,5,6" > docs/results-baselines.jsonl
+    --policy local-agreement:n=2 --sweep "alignatt:f=1,2,3,4,5,6" > docs/results/results-baselines.jsonl
   "$BIN/simulmt" eval "${TEST[@]}" --output "$R/test-token" --unit token --sweep "$WAITK" \
-    > docs/results-token-waitk.jsonl ) &
+    > docs/results/results-token-waitk.jsonl ) &
 "$BIN/simulmt" eval "${NT15[@]}" --output "$R/newstest2015" --sweep "$WAITK" \
-  > docs/results-newstest2015.jsonl
+  > docs/results/results-newstest2015.jsonl
 "$BIN/simulmt" eval "${NT15[@]}" --output "$R/newstest2015-token" --unit token --sweep "$WAITK" \
-  > docs/results-newstest2015-token.jsonl
+  > docs/results/results-newstest2015-token.jsonl
 wait
-"$BIN/simulmt" plot "$R"/test/* "$R"/test-token/* -o docs/curve.png \
+"$BIN/simulmt" plot "$R"/test/* "$R"/test-token/* -o docs/results/curve.png \
   --title "Held-out test (every 5th line): word-level vs token-level writes"
-"$BIN/simulmt" plot "$R"/test/* "$R"/test-token/* -o docs/curve-low-latency.png \
+"$BIN/simulmt" plot "$R"/test/* "$R"/test-token/* -o docs/results/curve-low-latency.png \
   --xlim 0.5,6.5 --title "Held-out test, AL up to 6 (zoom)"
-"$BIN/simulmt" plot "$R"/newstest2015/* "$R"/newstest2015-token/* -o docs/curve-newstest2015.png \
+"$BIN/simulmt" plot "$R"/newstest2015/* "$R"/newstest2015-token/* -o docs/results/curve-newstest2015.png \
   --title "newstest2015 de→en: word-level vs token-level wait-k"

@@ -2,7 +2,7 @@
 
     python scripts/model_card.py --model simulmt/models/de-en --corpus cache/corpus \\
         --results cache/benchmarks/de-en.jsonl --previous cache/benchmarks/de-en-small.jsonl \\
-        --notes docs/model-notes.md > docs/MODEL.md
+        --notes notes/model-notes.md > docs/MODEL.md
 
 Every fact comes from where it was recorded, so the card cannot drift from the model:
 architecture, training settings, updates, averaged checkpoints and training hours from

@@ -4,7 +4,7 @@
 # wait-3, greedy, int8, on newstest2013 every 10th line (300 sentences, the news dev set).
 #   scripts/probe-run.sh runs/de-en-sr [N]
 # Not a verdict (a mid-run average against a finished, averaged model): compare the probes of
-# one run over its steps (docs/engineering-notes.md keeps them), and judge a run at its end with
+# one run over its steps (notes/engineering-notes.md keeps them), and judge a run at its end with
 # SETS=dev scripts/benchmark-model.sh.
 set -euo pipefail
 RUN=${1:?training run folder}

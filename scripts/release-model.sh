@@ -48,10 +48,10 @@ read -r -a extra <<< "${EVAL_FLAGS:-}"
 EVAL+=("${extra[@]}")
 "${EVAL[@]}" --output results/test --sweep "learned:threshold=0.5,0.7,0.8,0.9,lag_min=0" \
   --sweep "learned:threshold=0.4,0.5,0.7,0.8,0.9" \
-  --sweep "learned:threshold=0.5,0.8,k_max=2,lag_min=1" > docs/results-learned.jsonl &
-"${EVAL[@]}" --policy full --beam 5 --output cache/results-beam5 > docs/results-beam5.jsonl
+  --sweep "learned:threshold=0.5,0.8,k_max=2,lag_min=1" > docs/results/results-learned.jsonl &
+"${EVAL[@]}" --policy full --beam 5 --output cache/results-beam5 > docs/results/results-beam5.jsonl
 wait
-$BIN/simulmt plot results/test results/test-token -o docs/curve.png \
+$BIN/simulmt plot results/test results/test-token -o docs/results/curve.png \
   --title "Held-out test (every 5th line): word-level vs token-level writes"
-$BIN/simulmt plot results/test results/test-token -o docs/curve-low-latency.png \
+$BIN/simulmt plot results/test results/test-token -o docs/results/curve-low-latency.png \
   --xlim 0.5,6.5 --title "Held-out test, AL up to 6 (zoom)"

@@ -1,7 +1,7 @@
 """Experiment (session 34, issue 15; not part of the engine yet): restore the case and commas of
 recognizer words with L = 2 words of right context, before the model reads them.
 On all of newstest2013 (v4, int8, guard 8, beam 5) the recognizer view scores 12.05, restored
-12.84 (written 15.01); docs/model-notes.md, "A restorer with two words of right context".
+12.84 (written 15.01); notes/model-notes.md, "A restorer with two words of right context".
 train: python scripts/restore_experiment.py train CORPUS.de OUT.pt [MINUTES]
 apply: python scripts/restore_experiment.py apply OUT.pt RECOGNIZER.txt > RESTORED.txt
 score: python scripts/restore_experiment.py score OUT.pt WRITTEN.de

@@ -57,6 +57,6 @@ def limit_onednn_primitive_cache() -> None:
     """Switch off oneDNN's primitive cache unless the user set its size. Under bf16 autocast it
     keeps a primitive for every new matmul shape (up to 1,024), and every training batch brings
     new shapes: a 22M-parameter run grew to 10-12 GB with it and stayed at 2.6-2.9 GB without it,
-    with the same losses (docs/engineering-notes.md). oneDNN reads the setting at its first
+    with the same losses (notes/engineering-notes.md). oneDNN reads the setting at its first
     call, so this must run before any."""
     os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "0")

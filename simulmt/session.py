@@ -113,7 +113,7 @@ def make_restorer(
     can use (newstest2015, beam 5: 12.92 BLEU against 12.54 without). Anywhere else a word
     would be read later (a simultaneous policy; `auto`, whose detector reads the words the
     restorer gives it), and at equal AL lookahead 0 is best (wait-k on newstest2015;
-    docs/model-notes.md, "Recognizer input")."""
+    notes/model-notes.md, "Recognizer input")."""
     if engine.restorer is None:
         raise ValueError(
             "input recognizer needs a case and comma restorer, and this model has none "

@@ -9,7 +9,7 @@ With `--base` (the model they were all fine-tuned from) and `--scale S`, the sou
 fine-tunes is moved S times as far from that base: base + S * (soup - base), task arithmetic
 (Ilharco et al. 2023). S = 1 is the plain soup of the fine-tunes; an equal soup that counts the
 base as one of n + 1 ingredients is S = n / (n + 1); S > 1 extrapolates (measured in
-docs/model-notes.md, "Moving the soup further from the base").
+notes/model-notes.md, "Moving the soup further from the base").
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A recognizer sends lowercase words without punctuation; the translation model was trained
 mostly on written text. The restorer gives each word back its case and a following comma,
-after reading `lookahead` more words (docs/model-notes.md measures what that buys and costs):
+after reading `lookahead` more words (notes/model-notes.md measures what that buys and costs):
 
     r = Restorer.load(path, lookahead=2)
     for word in r.push("die"): ...   # restored words that became due

@@ -43,7 +43,7 @@ class SearchOptions:
     # GNMT length normalization exponent (Wu et al. 2016). Beam 5 with 0.6 ends long news
     # sentences early (newstest2015 brevity penalty 0.82); measured on the dev sets, bundled
     # model, alpha 0.6/1.0/1.4/2.0/3.0: newstest2013 (1 in 10) 13.46/13.87/14.13/14.32/14.23,
-    # held-out dev (1 in 20) 33.05/33.09/33.44/33.39/- (docs/model-notes.md)
+    # held-out dev (1 in 20) 33.05/33.09/33.44/33.39/- (notes/model-notes.md)
     alpha: float = 2.0
     beta: float = 0.0  # GNMT coverage penalty weight; 0 turns attention tracking off
     stopping: Stopping = Stopping.N_COMPLETE
