@@ -355,45 +355,79 @@ def _free_port() -> int:
 
 @pytest.mark.slow
 def test_ddp_two_processes(data_dir: Path, tmp_path: Path) -> None:
+    """torchrun with 2 gloo processes through the training-only entry point: each rank trains
+    on its own batch of a step (the epoch's batches run out twice as fast), only rank 0 logs and
+    writes."""
     out = tmp_path / "ddp"
     cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc-per-node",
-        "2",
-        "--master-port",
-        str(_free_port()),
-        "-m",
-        "simulmt.cli",
-        "train",
-        "--data",
-        str(data_dir),
-        "--out",
-        str(out),
-        "--set",
-        "max_steps=4",
-        "--set",
-        "max_tokens=300",
-        "--set",
-        "bf16=false",
-        "--set",
-        "threads=1",
-        "--set",
-        "eval_every=100",
-        "--set",
-        "save_every=100",
-        "--set",
-        "warmup=2",
+        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+        "--master-port", str(_free_port()), "-m", "simulmt.train",
+        "--data", str(data_dir), "--out", str(out), "--device", "cpu",
     ]
-    for k, v in TINY_MODEL.items():
-        cmd += ["--set", f"model.{k}={v}"]
-    cmd += ["--set", "model.vocab_size=200"]
+    sets = {"max_steps": 4, "max_tokens": 300, "bf16": "false", "threads": 1,
+            "eval_every": 100, "save_every": 100, "warmup": 2, "log_every": 2,
+            **{f"model.{k}": v for k, v in TINY_MODEL.items()}, "model.vocab_size": 200}
+    for k, v in sets.items():
+        cmd += ["--set", f"{k}={v}"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     ckpt = load_checkpoint(out / "last.pt")
+    single = Trainer(tiny_config(data_dir, tmp_path / "single"))
+    n = len(single.batches)
+    steps_per_epoch = n // 2  # two batches a step
     assert ckpt["progress"]["step"] == 4
+    assert (ckpt["progress"]["epoch"], ckpt["progress"]["batch_pos"]) == (
+        4 // steps_per_epoch, 2 * (4 % steps_per_epoch))
+    assert proc.stdout.count("stopped at step 4") == 1  # rank 0 alone reports
+    assert proc.stderr.count("world 2") == 1
+    assert len([line for line in proc.stderr.splitlines() if "step 2: loss" in line]) == 1
+
+
+def test_cuda_asked_for_without_a_gpu_is_a_clear_error(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from simulmt.train.device import DeviceError, pick_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(DeviceError, match="sees no CUDA GPU"):
+        pick_device("cuda")
+    assert pick_device("auto") == torch.device("cpu")
+    with pytest.raises(DeviceError, match="accepted: auto, cpu, cuda"):
+        pick_device("tpu")
+    with pytest.raises(DeviceError):
+        Trainer(tiny_config(data_dir, tmp_path / "run", device="cuda"))
+
+
+def test_the_loop_reads_the_loss_back_only_at_log_lines(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No host-device sync per step: the step's loss stays a tensor, the log window sums it
+    where it is and reads it once per log line."""
+    from simulmt.train import progress
+
+    cfg = tiny_config(data_dir, tmp_path / "run", max_steps=6, log_every=3, eval_every=100)
+    trainer = Trainer(cfg)
+    reads = 0
+    mean = progress.Window.mean_loss
+
+    def counting(self: progress.Window) -> float:
+        nonlocal reads
+        reads += 1
+        return mean(self)
+
+    monkeypatch.setattr(progress.Window, "mean_loss", counting)
+    update = trainer._update
+    seen: list[object] = []
+
+    def recording(batch: Batch) -> torch.Tensor:
+        seen.append(update(batch))
+        return seen[-1]  # type: ignore[return-value]
+
+    trainer._update = recording  # type: ignore[method-assign]
+    trainer.run()
+    assert len(seen) == 6 and all(isinstance(x, torch.Tensor) and x.dim() == 0 for x in seen)
+    assert reads == 2  # steps 3 and 6
 
 
 def test_sigterm_saves_and_stops(data_dir: Path, tmp_path: Path) -> None:

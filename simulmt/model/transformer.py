@@ -68,9 +68,13 @@ class SimulTransformer(nn.Module):
         return self.embed.weight.dtype
 
     # ---- embeddings -------------------------------------------------------------------
-    def embed_tokens(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """ids, positions: (B, T) -> (B, T, D)."""
-        if int(positions.max()) >= self.cfg.max_len:
+    def embed_tokens(
+        self, ids: torch.Tensor, positions: torch.Tensor, *, last: int | None = None
+    ) -> torch.Tensor:
+        """ids, positions: (B, T) -> (B, T, D). `last`: the largest position where the caller
+        knows it, which spares reading it back from the device (a GPU sync per forward pass)."""
+        top = int(positions.max()) if last is None else last
+        if top >= self.cfg.max_len:
             raise ValueError(f"sequence longer than the model's max_len={self.cfg.max_len} tokens")
         pos_table: torch.Tensor = self.pos_table  # type: ignore[assignment]
         x = self.embed(ids) * math.sqrt(self.cfg.d_model) + pos_table[positions]  # (B, T, D)
@@ -87,7 +91,7 @@ class SimulTransformer(nn.Module):
         """
         b, t = src.shape
         positions = torch.arange(start, start + t, device=src.device).expand(b, t)  # (B, T)
-        x = self.embed_tokens(src, positions)
+        x = self.embed_tokens(src, positions, last=start + t - 1)
         keys = torch.arange(start + t, device=src.device)  # (P+T,)
         mask = (keys.unsqueeze(0) <= positions[:1].T).view(1, 1, t, start + t)  # (1, 1, T, P+T)
         new_past: list[KV] = []
@@ -154,7 +158,7 @@ class SimulTransformer(nn.Module):
         b, t = tgt_in.shape
         s = cross[0][0].shape[2]
         positions = torch.arange(t, device=tgt_in.device).expand(b, t)  # (B, T)
-        x = self.embed_tokens(tgt_in, positions)
+        x = self.embed_tokens(tgt_in, positions, last=t - 1)
         causal = torch.ones(t, t, dtype=torch.bool, device=tgt_in.device).tril()
         self_mask = causal.view(1, 1, t, t)  # (1, 1, T, T)
         src_pos = torch.arange(s, device=tgt_in.device)  # (S,)

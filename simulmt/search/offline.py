@@ -39,23 +39,25 @@ def greedy_decode(
     extra: int = 10,
 ) -> list[list[int]]:
     """Greedy word-level wait-k (k = FULL: full sentence) for a batch; EOS is forbidden until
-    the whole source is visible. Returns the target ids of each sentence (no BOS/EOS)."""
-    src = pad_batch(srcs)  # (B, S)
+    the whole source is visible. Returns the target ids of each sentence (no BOS/EOS). Runs on
+    the model's device, reading back one row of tokens per step."""
+    device = next(model.parameters()).device
+    src = pad_batch(srcs).to(device)  # (B, S)
     b, s = src.shape
     memory, _ = model.encode(src)
     cross = model.cross_kv(memory)
-    src_lens = torch.tensor([len(x) for x in srcs])  # (B,)
+    src_lens = torch.tensor([len(x) for x in srcs], device=device)  # (B,)
     limits = [max_target_len(len(x), ratio=ratio, extra=extra) for x in srcs]
-    tokens = torch.full((b,), BOS_ID, dtype=torch.long)
+    tokens = torch.full((b,), BOS_ID, dtype=torch.long, device=device)
     past = None
     out: list[list[int]] = [[] for _ in range(b)]
-    done = torch.zeros(b, dtype=torch.bool)
+    done = [False] * b
     for t in range(max(limits) + 1):
-        vis = torch.tensor([_visible(e, k, t) for e in ends])  # (B,)
-        cross_valid = torch.arange(s).unsqueeze(0) < vis.unsqueeze(1)  # (B, S)
+        vis = torch.tensor([_visible(e, k, t) for e in ends], device=device)  # (B,)
+        cross_valid = torch.arange(s, device=device).unsqueeze(0) < vis.unsqueeze(1)  # (B, S)
         step = model.decode_step(
             tokens,
-            torch.full((b,), t),
+            torch.full((b,), t, device=device),
             None if past is None else unstack_kv(past),
             None,
             cross,
@@ -66,14 +68,14 @@ def greedy_decode(
         lp[:, NEVER] = float("-inf")
         lp[vis < src_lens, EOS_ID] = float("-inf")
         tokens = lp.argmax(dim=-1)  # (B,)
-        for i in range(b):
+        for i, token in enumerate(tokens.tolist()):
             if done[i]:
                 continue
-            if int(tokens[i]) == EOS_ID or len(out[i]) >= limits[i]:
+            if token == EOS_ID or len(out[i]) >= limits[i]:
                 done[i] = True
             else:
-                out[i].append(int(tokens[i]))
-        if bool(done.all()):
+                out[i].append(token)
+        if all(done):
             break
     return out
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from pathlib import Path
 
 from simulmt.train.config import TrainConfig
@@ -32,12 +33,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--print-config", action="store_true", help="print the effective config and exit"
     )
+    parser.add_argument(
+        "--device", help="auto (default: cuda if there is a GPU), cpu, cuda or cuda:N; under "
+        "torchrun each process takes the GPU of its LOCAL_RANK"
+    )
+    parser.add_argument(
+        "--compile", action="store_true", help="torch.compile the model (pays on GPUs)"
+    )
 
 
 def build_config(args: argparse.Namespace) -> TrainConfig:
     cfg = TrainConfig.from_toml(args.config) if args.config else TrainConfig()
     extra = [f"data={args.data}"] if args.data else []
     extra += [f"out={args.out}"] if args.out else []
+    extra += [f"device={args.device}"] if args.device else []
+    extra += ["compile=true"] if args.compile else []
     return cfg.override(extra + list(args.overrides))
 
 
@@ -52,9 +62,19 @@ def run(args: argparse.Namespace) -> int:
     if args.print_config:
         print(json.dumps(cfg.to_dict(), indent=2))
         return 0
+    from simulmt.train.device import DeviceError
     from simulmt.train.loop import Trainer
 
-    progress = Trainer(cfg, resume=args.resume).run()
+    rank = int(os.environ.get("RANK", "0"))  # torchrun: only rank 0 reports
+    if rank != 0:
+        logging.getLogger().setLevel(logging.WARNING)
+    try:
+        progress = Trainer(cfg, resume=args.resume).run()
+    except DeviceError as e:
+        log.error("%s", e)
+        return 2
+    if rank != 0:
+        return 0
     print(
         f"stopped at step {progress.step}, best dev BLEU {progress.best_bleu:.2f}; "
         f"checkpoints in {cfg.out}"

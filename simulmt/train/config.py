@@ -68,10 +68,14 @@ class TrainConfig:
     dev_sentences: int = 300  # dev sentences decoded for the periodic BLEU
     seed: int = 1
     threads: int = 0  # torch intra-op threads; 0 = torch's default
-    device: str = "auto"  # auto: cuda if available, else cpu
-    bf16: bool = (
-        True  # bfloat16 autocast for matmuls (AMX/AVX512-BF16 CPUs and GPUs); fp32 master weights
-    )
+    # auto: cuda if available, else cpu; cuda takes this process's GPU (LOCAL_RANK under torchrun)
+    device: str = "auto"
+    # bfloat16 autocast for matmuls (GPUs, AMX/AVX512-BF16 CPUs; slower on CPUs without them);
+    # fp32 master weights
+    bf16: bool = True
+    # torch.compile the model for training: fewer, fused kernels (pays on GPUs, where a small
+    # model's step is launch-bound); off by default because compiling takes minutes
+    compile: bool = False
 
     def __post_init__(self) -> None:
         if self.subword_alpha < 0:

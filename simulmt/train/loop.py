@@ -1,30 +1,20 @@
-"""The training loop: prefix-to-prefix (multi-path wait-k) training with exact resume."""
+"""The training loop: prefix-to-prefix (multi-path wait-k) training with exact resume, the same
+code on a CPU, a GPU and several GPUs under `torchrun` (DDP)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import math
-import os
-import random
-import signal
 import sys
-import threading
 import time
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import sacrebleu
 import torch
-import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
-from tqdm import tqdm
 
-from simulmt.data.asr import recognizer_view
-from simulmt.data.corpus import iter_split_side, read_parallel
+from simulmt.data.corpus import read_parallel
 from simulmt.data.tokenizer import Tokenizer
 from simulmt.model.checkpoint import (
     CheckpointError,
@@ -34,74 +24,41 @@ from simulmt.model.checkpoint import (
 )
 from simulmt.model.transformer import SimulTransformer
 from simulmt.runtime import limit_onednn_primitive_cache
-from simulmt.search.offline import greedy_decode
-from simulmt.train.batches import (
-    Batch,
-    Example,
-    bucket_batches,
-    collate,
-    make_examples,
-    resegmented,
-    upsample,
-)
+from simulmt.train import dev
+from simulmt.train.batches import Batch, Example, collate
 from simulmt.train.config import TrainConfig
+from simulmt.train.device import (
+    agree,
+    make_optimizer,
+    pick_device,
+    setup_world,
+    to_device,
+    tune_for,
+)
+from simulmt.train.examples import epoch_data, tokenized, training_pairs, with_teacher_targets
 from simulmt.train.loss import smoothed_cross_entropy
+from simulmt.train.progress import Progress, StopFlag, Window, memory_note
+from simulmt.train.schedule import epoch_order, lr_factor, sample_k
 from simulmt.vocab import PAD_ID
 from simulmt.words import FULL
 
 log = logging.getLogger(__name__)
 
-
-@dataclass
-class Progress:
-    """Where training stands; saved in every checkpoint so resume continues exactly."""
-
-    step: int = 0
-    epoch: int = 0
-    batch_pos: int = 0  # index into this epoch's shuffled batch order
-    best_bleu: float = -1.0
-    n_batches: int = 0  # batches an epoch had (0: unknown, from an older checkpoint)
-    # wall seconds spent in the training loop over all sittings (dev evaluations and saves
-    # included; 0 before checkpoints kept it): the compute a model card reports
-    seconds: float = 0.0
-
-
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
-def lr_factor(step: int, warmup: int, *, cooldown: int = 0, max_steps: int = 0) -> float:
-    """Linear warm-up to 1, then inverse square root decay (Vaswani et al. 2017); with a
-    cooldown, the last `cooldown` steps before `max_steps` also fall linearly to 0 (the decay
-    phase of a warmup-stable-decay schedule: a run's end gets the low learning rate that
-    checkpoint averaging otherwise approximates)."""
-    step = max(step, 1)
-    factor = min(step / max(warmup, 1), math.sqrt(max(warmup, 1) / step))
-    if cooldown > 0:
-        factor *= min(1.0, max(0.0, (max_steps - step) / cooldown))
-    return factor
-
-
-def epoch_order(n_batches: int, seed: int, epoch: int) -> list[int]:
-    g = torch.Generator().manual_seed(seed * 100_003 + epoch)
-    return torch.randperm(n_batches, generator=g).tolist()
-
-
-def sample_k(cfg: TrainConfig, step: int) -> int:
-    g = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
-    return cfg.wait_k[int(torch.randint(len(cfg.wait_k), (1,), generator=g))]
+# names other modules (and older scripts) import from here
+__all__ = ["Progress", "Trainer", "epoch_order", "loss_fn", "lr_factor", "memory_note",
+           "pick_device", "sample_k", "with_teacher_targets"]
 
 
 def loss_fn(
     model: torch.nn.Module, batch: Batch, smoothing: float, device: torch.device
 ) -> torch.Tensor:
-    logits = model(batch.src.to(device), batch.tgt_in.to(device), batch.vis.to(device))  # (B, T, V)
+    """Mean label-smoothed cross-entropy per real target token of a batch."""
+    batch = to_device(batch, device)
+    logits = model(batch.src, batch.tgt_in, batch.vis)  # (B, T, V)
     return (
         smoothed_cross_entropy(
             logits.flatten(0, 1),  # (B*T, V)
-            batch.tgt_out.to(device).flatten(),  # (B*T,)
+            batch.tgt_out.flatten(),  # (B*T,)
             smoothing=smoothing,
             ignore_index=PAD_ID,
         )
@@ -109,24 +66,16 @@ def loss_fn(
     )
 
 
-def with_teacher_targets(pairs: list[tuple[str, str]], path: Path) -> list[tuple[str, str]]:
-    """The pairs with each target replaced by the teacher's translation on the same line of
-    `path` (an empty teacher line keeps the reference); ValueError if the line counts differ."""
-    teacher = path.read_text(encoding="utf-8").splitlines()
-    if len(teacher) != len(pairs):
-        raise ValueError(f"distill file {path} has {len(teacher)} lines but the training split "
-                         f"has {len(pairs)}: it must translate train.src line by line")
-    return [(s, t.strip() or ref) for (s, ref), t in zip(pairs, teacher, strict=True)]
-
-
 class Trainer:
     def __init__(self, cfg: TrainConfig, *, resume: bool = False) -> None:
         self.cfg = cfg
         limit_onednn_primitive_cache()  # before any matmul (runtime.py)
-        self.rank, self.world = _dist_setup()
+        self.world = setup_world(cfg.device)
+        self.rank = self.world.rank
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
-        self.device = pick_device(cfg.device)
+        self.device = pick_device(cfg.device, local_rank=self.world.local_rank)
+        tune_for(self.device)
         torch.manual_seed(cfg.seed)
         self.tok = Tokenizer.load(cfg.data / "spm.model")
         if self.tok.vocab_size != cfg.model.vocab_size:
@@ -134,22 +83,29 @@ class Trainer:
                 f"tokenizer has {self.tok.vocab_size} pieces but model.vocab_size="
                 f"{cfg.model.vocab_size}; set model.vocab_size={self.tok.vocab_size}"
             )
-        self.pairs: list[tuple[str, str]] = []  # the training pairs' text (re-segmenting)
-        self.segmented = self._load_split("train")  # the deterministic segmentation
+        if cfg.max_len + 2 > cfg.model.max_len:
+            raise ValueError(f"max_len={cfg.max_len} training tokens (+ BOS/EOS) exceed the "
+                             f"model's max_len={cfg.model.max_len} positions")
+        pairs = training_pairs(cfg)
+        self.pairs = pairs if cfg.subword_alpha else []  # the text, for re-segmenting
+        self.segmented = tokenized(cfg, self.tok, pairs)  # the deterministic segmentation
+        del pairs
         # this epoch's examples and batches: the deterministic ones, or with subword
-        # regularization a new draw each epoch, batched after the draw so padding stays small
-        # (drawing per batch padded 1.6x the real tokens at alpha 0.3)
+        # regularization a new draw each epoch
         self.train: list[Example] = []
         self.batches: list[list[int]] = []
-        dev = read_parallel(cfg.data, "dev", cfg.src, cfg.tgt)  # ordered by source: spread out
-        self.dev = dev[:: max(1, len(dev) // max(cfg.dev_sentences, 1))][: cfg.dev_sentences]
+        dev_pairs = read_parallel(cfg.data, "dev", cfg.src, cfg.tgt)  # ordered by source
+        step = max(1, len(dev_pairs) // max(cfg.dev_sentences, 1))  # spread out
+        self.dev = dev_pairs[::step][: cfg.dev_sentences]
         self.model = SimulTransformer(cfg.model).to(self.device)
         self.ddp: torch.nn.Module = self.model
-        if self.world > 1:
-            self.ddp = DistributedDataParallel(self.model)
-        self.opt = torch.optim.AdamW(
-            self.model.parameters(), lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay
-        )
+        if self.world.size > 1:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.ddp = DistributedDataParallel(self.model, device_ids=ids)
+        if cfg.compile:
+            self.ddp = torch.compile(self.ddp, dynamic=True)  # type: ignore[assignment]
+        self.opt = make_optimizer(self.model.parameters(), device=self.device, lr=cfg.lr,
+                                  betas=cfg.betas, weight_decay=cfg.weight_decay)
         self.sched = torch.optim.lr_scheduler.LambdaLR(
             self.opt,
             lambda s: lr_factor(s, cfg.warmup, cooldown=cfg.cooldown, max_steps=cfg.max_steps),
@@ -168,42 +124,11 @@ class Trainer:
             len(self.train),
             len(self.batches),
             self.device,
-            self.world,
+            self.world.size,
         )
 
-    def _load_split(self, split: str) -> list[Example]:
-        pairs = read_parallel(self.cfg.data, split, self.cfg.src, self.cfg.tgt)
-        if split == "train" and self.cfg.distill is not None:
-            pairs = with_teacher_targets(pairs, self.cfg.distill)
-        if split == "train" and self.cfg.upsample:
-            sources = list(iter_split_side(self.cfg.data, split, "source"))
-            pairs = upsample(pairs, sources, self.cfg.upsample)
-        if split == "train" and self.cfg.subword_alpha:
-            self.pairs = pairs
-        ids = [(self.tok.encode(s), self.tok.encode(t)) for s, t in pairs]
-        asr = [self.tok.encode(recognizer_view(s)) for s, _ in pairs] if self.cfg.asr_rate else None
-        return make_examples(ids, self.tok.is_word_start, max_len=self.cfg.max_len, asr=asr)
-
     def _epoch_data(self, epoch: int) -> tuple[list[Example], list[list[int]]]:
-        """The examples and length-bucketed batches of `epoch` (a pure function of the config
-        and the epoch, so a resumed run rebuilds them exactly)."""
-        examples = self.segmented
-        alpha = self.cfg.subword_alpha
-        if alpha:
-            started = time.time()
-            rng = random.Random(self.cfg.seed * 104_729 + epoch)
-            sample, tok = self.tok.sample, self.tok
-            examples = []
-            for e in self.segmented:
-                src, tgt = self.pairs[e.line]
-                asr = sample(recognizer_view(src), alpha=alpha, rng=rng) if e.asr else []
-                examples.append(resegmented(
-                    e, src=sample(src, alpha=alpha, rng=rng),
-                    tgt=sample(tgt, alpha=alpha, rng=rng), asr=asr,
-                    is_word_start=tok.is_word_start, max_len=self.cfg.max_len))
-            log.info("epoch %d: subword draws for %d pairs in %.0f s", epoch, len(examples),
-                     time.time() - started)
-        return examples, bucket_batches(examples, max_tokens=self.cfg.max_tokens)
+        return epoch_data(self.cfg, self.tok, self.segmented, self.pairs, epoch)
 
     def _use_epoch(self, epoch: int) -> None:
         if self.cfg.subword_alpha or not self.batches:  # else every epoch's data is the same
@@ -220,7 +145,6 @@ class Trainer:
 
     # ---- checkpoints ----------------------------------------------------------------
     def payload(self) -> dict[str, Any]:
-        p = self.progress
         return {
             "model_config": self.cfg.model.to_dict(),
             "model": self.model.state_dict(),
@@ -228,7 +152,7 @@ class Trainer:
             "optimizer": self.opt.state_dict(),
             "scheduler": self.sched.state_dict(),
             "rng": torch.get_rng_state(),
-            "progress": asdict(p),
+            "progress": asdict(self.progress),
             "tokenizer": self.tok.to_bytes(),
             "warm_start": self.warm_start,
         }
@@ -269,7 +193,8 @@ class Trainer:
                 f"init_from {path}: its tokenizer differs from {self.cfg.data / 'spm.model'}; "
                 "copy the model's spm.model into the corpus folder (ids would not match)"
             )
-        self.model.load_state_dict(model_from_checkpoint(path, data).state_dict())
+        weights = model_from_checkpoint(path, data).state_dict()
+        self.model.load_state_dict({k: v.to(self.device) for k, v in weights.items()})
         self.model.train()
         meta = dict(data.get("meta", {}))
         progress = dict(data.get("progress", {}))
@@ -292,90 +217,8 @@ class Trainer:
         (out / "config.json").write_text(json.dumps(self.cfg.to_dict(), indent=2) + "\n")
 
     # ---- evaluation ----------------------------------------------------------------
-    @torch.no_grad()
     def dev_bleu(self, k: int) -> float:
-        self.model.eval()
-        hyps: list[str] = []
-        refs = [t for _, t in self.dev]
-        for i in range(0, len(self.dev), 64):
-            chunk = self.dev[i : i + 64]
-            srcs = [self.tok.encode(s)[: self.cfg.model.max_len // 2] or [1] for s, _ in chunk]
-            ends = [self._ends(s) for s in srcs]
-            out = greedy_decode(self.model, srcs, ends, k=k)
-            hyps += [self.tok.decode(o) for o in out]
-        self.model.train()
-        return float(sacrebleu.corpus_bleu(hyps, [refs]).score)
-
-    def _ends(self, src: list[int]) -> list[int]:
-        from simulmt.words import word_ends
-
-        return word_ends(src, self.tok.is_word_start)
-
-    # ---- the loop ------------------------------------------------------------------
-    def run(self) -> Progress:
-        """Train until max_steps, the time budget, or SIGTERM/SIGINT (which save first)."""
-        stop = _StopFlag()
-        with stop.installed():
-            return self._run(stop)
-
-    def _run(self, stop: _StopFlag) -> Progress:
-        cfg, p = self.cfg, self.progress
-        self.model.train()
-        start = time.time()
-        # a terminal gets a progress bar; a log file (a background run) a line per
-        # `log_every` steps with the mean loss since the last line (one batch's loss is noisy)
-        tty = sys.stderr.isatty()
-        bar = tqdm(total=cfg.max_steps, initial=p.step, disable=self.rank != 0 or not tty,
-                   unit="step")
-        tokens_seen, t0 = 0, time.time()
-        last = t0
-        window = _Window(p.step)
-        while p.step < cfg.max_steps:
-            order = epoch_order(len(self.batches), cfg.seed, p.epoch)
-            while p.batch_pos + self.world <= len(order) and p.step < cfg.max_steps:
-                idx = order[p.batch_pos + self.rank]  # each rank its own batch of the step
-                p.batch_pos += self.world
-                batch = self._batch(self.batches[idx], p.step)
-                loss = self._update(batch)
-                p.step += 1
-                now = time.time()
-                p.seconds, last = p.seconds + now - last, now
-                tokens_seen += batch.n_tokens
-                rate = tokens_seen / max(time.time() - t0, 1e-6)
-                bar.set_postfix(
-                    loss=f"{loss:.3f}", tok_s=f"{rate:.0f}", lr=f"{self.sched.get_last_lr()[0]:.2e}"
-                )
-                bar.update(1)
-                window.add(loss, batch.n_tokens)
-                if not tty and self.rank == 0 and p.step % cfg.log_every == 0:
-                    log.info("%s, lr %.2e", window.line(p.step), self.sched.get_last_lr()[0])
-                    window = _Window(p.step)
-                if p.step % cfg.eval_every == 0:
-                    self._evaluate()
-                elif p.step % cfg.save_every == 0:
-                    self.save()
-                over = cfg.max_minutes and time.time() - start > cfg.max_minutes * 60
-                if over or stop.requested:
-                    log.info("stopping at step %d (time budget or signal); saving", p.step)
-                    self.save()
-                    bar.close()
-                    return p
-            if p.batch_pos + self.world > len(order):
-                p.epoch, p.batch_pos = p.epoch + 1, 0
-                self._use_epoch(p.epoch)
-        self.save()
-        bar.close()
-        return p
-
-    def _update(self, batch: Batch) -> float:
-        self.opt.zero_grad(set_to_none=True)
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
-            loss = loss_fn(self.ddp, batch, self.cfg.label_smoothing, self.device)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip)
-        self.opt.step()
-        self.sched.step()
-        return float(loss.detach())
+        return dev.bleu(self.model, self.tok, self.dev, k=k)
 
     def _evaluate(self) -> None:
         if self.rank != 0 or not self.dev:
@@ -392,68 +235,86 @@ class Trainer:
             )
         self.save(best=best)
 
+    # ---- the loop ------------------------------------------------------------------
+    def run(self) -> Progress:
+        """Train until max_steps, the time budget, or SIGTERM/SIGINT (which save first)."""
+        stop = StopFlag()
+        with stop.installed():
+            return self._run(stop)
 
-class _StopFlag:
-    """Set by SIGTERM/SIGINT so the loop can save a checkpoint before it exits."""
+    def _run(self, stop: StopFlag) -> Progress:
+        cfg, p, world = self.cfg, self.progress, self.world
+        self.model.train()
+        start = last = time.time()
+        bar = _progress_bar(cfg.max_steps, p.step, enabled=self.rank == 0)
+        window = Window(p.step)
+        while p.step < cfg.max_steps:
+            order = epoch_order(len(self.batches), cfg.seed, p.epoch)
+            while p.batch_pos + world.size <= len(order) and p.step < cfg.max_steps:
+                idx = order[p.batch_pos + world.rank]  # each rank its own batch of the step
+                p.batch_pos += world.size
+                batch = self._batch(self.batches[idx], p.step)
+                loss = self._update(batch)  # queued on the device: no waiting for it here
+                p.step += 1
+                now = time.time()
+                p.seconds, last = p.seconds + now - last, now
+                window.add(loss, batch.n_tokens)
+                logged = p.step % cfg.log_every == 0
+                if logged:
+                    window = self._log(window, bar)
+                if bar is not None:
+                    bar.update(1)
+                if p.step % cfg.eval_every == 0:
+                    self._evaluate()
+                elif p.step % cfg.save_every == 0:
+                    self.save()
+                over = bool(cfg.max_minutes) and now - start > cfg.max_minutes * 60
+                # alone, every step may stop; several ranks agree at log lines (one all-reduce)
+                if (world.size == 1 or logged) and agree(over or stop.requested, world=world,
+                                                         device=self.device):
+                    log.info("stopping at step %d (time budget or signal); saving", p.step)
+                    break
+            else:
+                if p.batch_pos + world.size > len(order):
+                    p.epoch, p.batch_pos = p.epoch + 1, 0
+                    self._use_epoch(p.epoch)
+                continue
+            break
+        self.save()
+        if bar is not None:
+            bar.close()
+        return p
 
-    def __init__(self) -> None:
-        self.requested = False
+    def _log(self, window: Window, bar: Any) -> Window:
+        """Write a progress line (a terminal's bar, or a log line when stderr is no terminal)
+        and start the next window. Reading the window's loss is the loop's one device sync."""
+        if self.rank == 0:
+            lr = self.sched.get_last_lr()[0]
+            if bar is not None:
+                bar.set_postfix(loss=f"{window.mean_loss():.3f}", lr=f"{lr:.2e}")
+            else:
+                log.info("%s, lr %.2e", window.line(self.progress.step), lr)
+        return Window(self.progress.step)
 
-    def _handler(self, signum: int, frame: object) -> None:
-        log.warning("signal %d: saving a checkpoint after this step", signum)
-        self.requested = True
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        old = {sig: signal.signal(sig, self._handler) for sig in (signal.SIGTERM, signal.SIGINT)}
-        try:
-            yield
-        finally:
-            for sig, handler in old.items():
-                signal.signal(sig, handler)
-
-
-def _dist_setup() -> tuple[int, int]:
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world > 1 and not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    return (dist.get_rank(), world) if world > 1 else (0, 1)
+    def _update(self, batch: Batch) -> torch.Tensor:
+        """One optimizer step; returns the batch's loss (detached, on the device)."""
+        self.opt.zero_grad(set_to_none=True)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
+            loss = loss_fn(self.ddp, batch, self.cfg.label_smoothing, self.device)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip)
+        self.opt.step()
+        self.sched.step()
+        return loss.detach()
 
 
-class _Window:
-    """Training progress since a step: mean loss, tokens/s and seconds per step."""
-
-    def __init__(self, step: int) -> None:
-        self.step, self.start = step, time.time()
-        self.losses: list[float] = []
-        self.tokens = 0
-
-    def add(self, loss: float, tokens: int) -> None:
-        self.losses.append(loss)
-        self.tokens += tokens
-
-    def line(self, step: int) -> str:
-        seconds = max(time.time() - self.start, 1e-6)
-        mean = sum(self.losses) / max(len(self.losses), 1)
-        return (
-            f"step {step}: loss {mean:.3f} (mean of {len(self.losses)}), "
-            f"{self.tokens / seconds:.0f} tokens/s, {seconds / max(step - self.step, 1):.2f} s/step"
-            f"{memory_note()}"
-        )
-
-
-def memory_note() -> str:
-    """", RSS now/peak" of this process in GB, for the log line: a long run's memory is the
-    first thing to watch on a shared machine (two runs side by side were OOM-killed)."""
+def _progress_bar(total: int, initial: int, *, enabled: bool) -> Any:
+    """A tqdm bar on a terminal; None for a log file (a background run), or where tqdm is not
+    installed (training needs only torch, sentencepiece, sacrebleu and numpy)."""
+    if not enabled or not sys.stderr.isatty():
+        return None
     try:
-        import resource
-
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e9  # KiB on Linux
-        with open("/proc/self/statm") as f:
-            now = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e9
-    except (ImportError, OSError, ValueError):  # not Linux: no figure rather than a wrong one
-        return ""
-    return f", RSS {now:.1f} GB (peak {peak:.1f} GB)"
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, initial=initial, unit="step")

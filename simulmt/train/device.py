@@ -1,0 +1,100 @@
+"""Where training runs: the device, the process group of a multi-GPU (`torchrun`) run, the
+optimizer that suits the device, and batches moved there without waiting for them."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from simulmt.train.batches import Batch
+
+log = logging.getLogger(__name__)
+
+
+class DeviceError(RuntimeError):
+    """The device asked for is not there; the message says what is."""
+
+
+@dataclass(frozen=True)
+class World:
+    """This process's place in a `torchrun` launch (rank 0 of 1 when run alone)."""
+
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0  # which GPU of this host the process drives
+
+
+def pick_device(name: str, *, local_rank: int = 0) -> torch.device:
+    """auto: cuda if available, else cpu; cuda: this process's GPU (`LOCAL_RANK` under torchrun).
+    DeviceError if cuda is asked for and absent."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        device = torch.device("meta")  # not a device torch knows: refused below
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise DeviceError(f"device {name!r} asked for, but this torch ({torch.__version__}) "
+                              "sees no CUDA GPU; use --device cpu (or auto)")
+        if device.index is None:
+            device = torch.device("cuda", local_rank % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    elif device.type != "cpu":
+        raise DeviceError(f"device {name!r} is not supported; accepted: auto, cpu, cuda, cuda:N")
+    return device
+
+
+def setup_world(device_name: str) -> World:
+    """Join the process group of a `torchrun` launch (NCCL on GPUs, gloo on CPUs); alone, nothing
+    to join. Each rank trains on its own share of every step's batches."""
+    size = int(os.environ.get("WORLD_SIZE", "1"))
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if size <= 1:
+        return World()
+    if not dist.is_initialized():
+        gpu = device_name != "cpu" and torch.cuda.is_available()
+        dist.init_process_group("nccl" if gpu else "gloo")
+    return World(rank=dist.get_rank(), size=size, local_rank=local)
+
+
+def agree(flag: bool, *, world: World, device: torch.device) -> bool:
+    """True on every rank if it is true on any (one all-reduce; alone, the flag itself): ranks
+    must stop at the same step, or the others wait forever for the one that left."""
+    if world.size <= 1:
+        return flag
+    t = torch.tensor([int(flag)], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
+
+
+def make_optimizer(params: Iterable[torch.nn.Parameter], *, device: torch.device, lr: float,
+                   betas: tuple[float, float], weight_decay: float) -> torch.optim.AdamW:
+    """AdamW; on a GPU the fused kernel (one launch for all parameters instead of several per
+    tensor). Its state dict is the same either way, so checkpoints move between devices."""
+    fused = device.type == "cuda"
+    return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay,
+                             fused=fused or None)
+
+
+def to_device(batch: Batch, device: torch.device) -> Batch:
+    """The batch on `device`. To a GPU the copy goes through pinned memory without blocking, so
+    the host can prepare the next batch while the GPU trains on this one."""
+    if device.type == "cpu":
+        return batch
+    def move(t: torch.Tensor) -> torch.Tensor:
+        return t.pin_memory().to(device, non_blocking=True)
+    return Batch(src=move(batch.src), tgt_in=move(batch.tgt_in), tgt_out=move(batch.tgt_out),
+                 vis=move(batch.vis), n_tokens=batch.n_tokens)
+
+
+def tune_for(device: torch.device) -> None:
+    """Settings that pay on the device: TF32 matmuls for what runs in float32 on a GPU."""
+    if device.type == "cuda":
+        torch.set_float32_matmul_precision("high")
+        torch.backends.cudnn.benchmark = False  # shapes change every batch
