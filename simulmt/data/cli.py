@@ -58,6 +58,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "source side, for models trained with asr_rate > 0")
     tok.add_argument("--separate", action="store_true",
                      help="one model per language in OUT/spm-LANG/ instead of one joint model")
+    pack = sub.add_parser("pack", help="pack a corpus as compressed token ids with its tokenizer")
+    pack.add_argument("--data", type=Path, required=True,
+                      help="corpus folder (from `data build`, with spm.model)")
+    pack.add_argument("--out", type=Path, required=True, help="pack folder to write")
+    pack.add_argument("--tokenizer", type=Path, default=None,
+                      help="sentencepiece model to pack with (default: DATA/spm.model)")
+    pack.add_argument("--extra", action="append", default=[], metavar="NAME=PREFIX",
+                      help="also pack PREFIX.de and PREFIX.en as NAME.de, NAME.en (e.g. a news "
+                           "dev set); repeatable")
+    unpack = sub.add_parser("unpack", help="rebuild a packed corpus folder, byte for byte")
+    unpack.add_argument("pack", type=Path, help="pack folder (with pack.json)")
+    unpack.add_argument("--out", type=Path, required=True, help="corpus folder to write")
 
 
 def _lang(value: str, flag: str) -> Lang:
@@ -146,11 +158,41 @@ def _run_tokenizer(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_pack(args: argparse.Namespace) -> int:
+    from simulmt.data.pack import PackConfig, pack_corpus
+
+    extra = []
+    for item in args.extra:
+        name, sep, prefix = item.partition("=")
+        if not sep or not name or not prefix:
+            raise ValueError(f"--extra {item!r} must look like NAME=PREFIX")
+        extra.append((name, Path(prefix)))
+    manifest = pack_corpus(PackConfig(corpus=args.data, out=args.out, tokenizer=args.tokenizer,
+                                      extra=tuple(extra)))
+    files = manifest["files"].values()
+    raw, packed = sum(f["bytes"] for f in files), sum(f["packed_bytes"] for f in files)
+    kept = sum(len(f.get("verbatim", {})) for f in files)
+    print(f"packed {len(manifest['files'])} files, {raw / 2**20:.1f} MiB -> {packed / 2**20:.2f} "
+          f"MiB in {args.out} ({kept} lines kept verbatim)")
+    return 0
+
+
+def _run_unpack(args: argparse.Namespace) -> int:
+    from simulmt.data.pack import unpack_corpus
+
+    written = unpack_corpus(args.pack, args.out)
+    print(f"unpacked {len(written)} files into {args.out}, each matching its sha256")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    from simulmt.data.pack import PackError
+
+    commands = {"build": _run_build, "tokenizer": _run_tokenizer, "pack": _run_pack,
+                "unpack": _run_unpack}
     try:
-        if args.data_command == "build":
-            return _run_build(args)
-        return _run_tokenizer(args)
-    except (BuildError, TokenizerError, LocalSourceError, ValueError, FileNotFoundError) as err:
+        return commands[args.data_command](args)
+    except (BuildError, TokenizerError, LocalSourceError, PackError, ValueError,
+            FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

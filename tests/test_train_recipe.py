@@ -1,0 +1,118 @@
+"""The GPU recipe (scripts/gpu-train.sh, simulmt.train.recipe) end to end on CPU with a tiny
+config and a tiny packed corpus: teacher run -> distilled targets -> student run -> weights in
+pieces -> a model folder that loads, and a second student run that continues from the pieces."""
+
+from __future__ import annotations
+
+import json
+import lzma
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from simulmt.data.pack import PackConfig, pack_corpus
+from simulmt.data.tokenizer import train_tokenizer
+from simulmt.engine import Engine, _tiny_pairs
+from simulmt.model.checkpoint import load_checkpoint
+from simulmt.train import recipe
+from simulmt.train.pieces import PiecesError, find_index, join_pieces, split_file
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = """
+wait_k = [1, 3, 0]
+max_tokens = 300
+warmup = 2
+max_steps = 4
+eval_every = 100000
+save_every = 100000
+log_every = 2
+threads = 1
+bf16 = false
+device = "cpu"
+dev_sentences = 0
+[model]
+vocab_size = 200
+d_model = 32
+n_heads = 4
+enc_layers = 1
+dec_layers = 1
+d_ff = 64
+[upsample]
+europarl = 2
+"""
+
+
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("recipe")
+    corpus = root / "corpus"
+    corpus.mkdir()
+    pairs = _tiny_pairs()
+    for split, rows in (("train", pairs), ("dev", pairs[:6]), ("test", pairs[6:10])):
+        (corpus / f"{split}.de").write_text("".join(s + "\n" for s, _ in rows), encoding="utf-8")
+        (corpus / f"{split}.en").write_text("".join(t + "\n" for _, t in rows), encoding="utf-8")
+        names = "".join(("europarl" if i % 4 == 0 else "tatoeba") + "\n" for i in range(len(rows)))
+        (corpus / f"{split}.source").write_text(names, encoding="utf-8")
+    train_tokenizer([x for p in pairs for x in p], corpus, vocab_size=200, seed=0)
+    news = root / "news"
+    news.with_suffix(".de").write_text("".join(s + "\n" for s, _ in pairs[10:16]), encoding="utf-8")
+    news.with_suffix(".en").write_text("".join(t + "\n" for _, t in pairs[10:16]), encoding="utf-8")
+    pack_corpus(PackConfig(corpus=corpus, out=root / "pack", extra=(("newstest2013", news),)))
+    (root / "tiny.toml").write_text(TINY)
+    return root / "pack"
+
+
+def test_teacher_then_student_then_continue(pack: Path, tmp_path: Path) -> None:
+    tiny = pack.parent / "tiny.toml"
+    out1 = tmp_path / "out1"
+    env = {**os.environ, "OUT": str(out1), "PYTHON": sys.executable, "PACK": str(pack),
+           "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([str(ROOT / "scripts" / "gpu-train.sh"), "teacher", "--config",
+                           str(tiny), "--work", str(tmp_path / "w1"), "--minutes", "3"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    teacher = json.loads((out1 / "teacher.json").read_text())
+    assert teacher["steps"] == 4 and teacher["eval"]["set"] == "newstest2013"
+    assert teacher["eval"]["sentences"] == 6
+    assert teacher["eval"]["full"]["signature"].startswith("nrefs:1|")
+    assert set(teacher["seconds"]) == {"unpack", "tokenize+build", "train", "eval", "distill"}
+    lines = lzma.decompress((out1 / "train.distill.en.xz").read_bytes()).decode().split("\n")
+    assert len(lines) == len(_tiny_pairs()) + 1 and teacher["distilled"] == len(_tiny_pairs())
+    assert "stage teacher on cpu" in (out1 / "recipe.log").read_text()
+
+    out2 = tmp_path / "out2"
+    common = ["--pack", str(pack), "--config", str(tiny), "--minutes", "3"]
+    assert recipe.main(["student", *common, "--out", str(out2), "--work", str(tmp_path / "w2"),
+                        "--distill", str(out1 / "train.distill.en.xz")]) == 0
+    student = json.loads((out2 / "student.json").read_text())
+    assert student["config"]["distill"].endswith("train.distill.en")
+    assert student["pieces"] == ["model.pt.000", "model.pt.pieces.json"]
+    model_dir = tmp_path / "model"
+    assert recipe.main(["join", str(out2), "--out", str(model_dir)]) == 0
+    engine = Engine.load(model_dir)
+    assert engine.info.name == "simulmt-de-en-gpu"
+
+    out3 = tmp_path / "out3"
+    assert recipe.main(["student", *common, "--out", str(out3), "--work", str(tmp_path / "w3"),
+                        "--init-from", str(out2)]) == 0
+    run = load_checkpoint(tmp_path / "w3" / "student" / "last.pt")
+    assert run["warm_start"] == {"from": "simulmt-de-en-gpu", "steps": 4}
+
+
+def test_pieces_join_back_exactly_and_refuse_a_damaged_set(tmp_path: Path) -> None:
+    data = os.urandom(10_000)
+    (tmp_path / "model.pt").write_bytes(data)
+    written = split_file(tmp_path / "model.pt", tmp_path / "p", piece_bytes=4096)
+    assert [p.name for p in written] == ["model.pt.000", "model.pt.001", "model.pt.002",
+                                         "model.pt.pieces.json"]
+    assert all(p.stat().st_size <= 4096 for p in written[:-1])
+    assert join_pieces(find_index(tmp_path / "p"), tmp_path / "j").read_bytes() == data
+    (tmp_path / "p" / "model.pt.001").write_bytes(b"x" * 4096)
+    with pytest.raises(PiecesError, match="do not join"):
+        join_pieces(find_index(tmp_path / "p"), tmp_path / "j2")
+    (tmp_path / "p" / "model.pt.002").unlink()
+    with pytest.raises(PiecesError, match="missing"):
+        join_pieces(find_index(tmp_path / "p"), tmp_path / "j3")
