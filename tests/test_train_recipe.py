@@ -61,6 +61,10 @@ def pack(tmp_path_factory: pytest.TempPathFactory) -> Path:
     news.with_suffix(".de").write_text("".join(s + "\n" for s, _ in pairs[10:16]), encoding="utf-8")
     news.with_suffix(".en").write_text("".join(t + "\n" for _, t in pairs[10:16]), encoding="utf-8")
     pack_corpus(PackConfig(corpus=corpus, out=root / "pack", extra=(("newstest2013", news),)))
+    # what a student run carries: no references (the teacher's translations replace them), no test
+    pack_corpus(PackConfig(corpus=corpus, out=root / "pack-student",
+                           extra=(("newstest2013", news),),
+                           skip=("train.en", "test.de", "test.en", "test.source")))
     (root / "tiny.toml").write_text(TINY)
     return root / "pack"
 
@@ -95,11 +99,16 @@ def test_teacher_then_student_then_continue(pack: Path, tmp_path: Path) -> None:
     engine = Engine.load(model_dir)
     assert engine.info.name == "simulmt-de-en-gpu"
 
-    out3 = tmp_path / "out3"
-    assert recipe.main(["student", *common, "--out", str(out3), "--work", str(tmp_path / "w3"),
-                        "--init-from", str(out2)]) == 0
-    run = load_checkpoint(tmp_path / "w3" / "student" / "last.pt")
+    out3, work3 = tmp_path / "out3", tmp_path / "w3"
+    lean = ["--pack", str(pack.parent / "pack-student"), *common[2:]]
+    assert recipe.main(["student", *lean, "--out", str(out3), "--work", str(work3),
+                        "--init-from", str(out2),
+                        "--distill", str(out1 / "train.distill.en.xz")]) == 0
+    run = load_checkpoint(work3 / "student" / "last.pt")
     assert run["warm_start"] == {"from": "simulmt-de-en-gpu", "steps": 4}
+    assert run["train_config"]["distill"] is None  # the targets are the teacher's train.en
+    assert (work3 / "corpus" / "train.en").read_text() == "\n".join(lines)
+    assert not (work3 / "corpus" / "test.de").exists()
 
 
 def test_pieces_join_back_exactly_and_refuse_a_damaged_set(tmp_path: Path) -> None:

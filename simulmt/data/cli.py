@@ -67,6 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     pack.add_argument("--extra", action="append", default=[], metavar="NAME=PREFIX",
                       help="also pack PREFIX.de and PREFIX.en as NAME.de, NAME.en (e.g. a news "
                            "dev set); repeatable")
+    pack.add_argument("--skip", action="append", default=[], metavar="FILE",
+                      help="leave a corpus file out (e.g. test.de); repeatable")
     unpack = sub.add_parser("unpack", help="rebuild a packed corpus folder, byte for byte")
     unpack.add_argument("pack", type=Path, help="pack folder (with pack.json)")
     unpack.add_argument("--out", type=Path, required=True, help="corpus folder to write")
@@ -168,7 +170,7 @@ def _run_pack(args: argparse.Namespace) -> int:
             raise ValueError(f"--extra {item!r} must look like NAME=PREFIX")
         extra.append((name, Path(prefix)))
     manifest = pack_corpus(PackConfig(corpus=args.data, out=args.out, tokenizer=args.tokenizer,
-                                      extra=tuple(extra)))
+                                      extra=tuple(extra), skip=tuple(args.skip)))
     files = manifest["files"].values()
     raw, packed = sum(f["bytes"] for f in files), sum(f["packed_bytes"] for f in files)
     kept = sum(len(f.get("verbatim", {})) for f in files)

@@ -50,6 +50,9 @@ class PackConfig:
     # lives outside the corpus), packed as name.{src,tgt}
     extra: tuple[tuple[str, Path], ...] = ()
     langs: tuple[str, ...] = ("de", "en")  # file suffixes packed as token ids
+    # corpus files left out (e.g. the test split, or references a run replaces with a teacher's
+    # translations): what travels is counted in bytes
+    skip: tuple[str, ...] = ()
 
 
 def _sha(data: bytes) -> str:
@@ -120,8 +123,13 @@ def _sources(config: PackConfig) -> dict[str, Path]:
     found: dict[str, Path] = {}
     suffixes = {*config.langs, LABELS}
     for path in sorted(config.corpus.iterdir()):
+        if path.name in config.skip:
+            continue
         if path.is_file() and (path.name in VERBATIM or path.suffix.lstrip(".") in suffixes):
             found[path.name] = path
+    unknown = set(config.skip) - {p.name for p in config.corpus.iterdir()}
+    if unknown:
+        raise PackError(f"--skip names files not in {config.corpus}: {sorted(unknown)}")
     if config.tokenizer is not None:
         found[MODEL_FILE] = config.tokenizer
     if MODEL_FILE not in found:

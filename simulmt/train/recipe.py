@@ -156,7 +156,7 @@ def distill(model: SimulTransformer, tok: Tokenizer, corpus: Path, out: Path,
         if clock.left() < per_chunk + reserve_s:
             break
     text = "".join(line + "\n" for line in lines)
-    out.write_bytes(lzma.compress(text.encode("utf-8"), preset=6))
+    out.write_bytes(lzma.compress(text.encode("utf-8"), preset=9))  # it must travel back
     clock.done("distill")
     return done
 
@@ -197,8 +197,12 @@ def run_stage(rc: RecipeConfig) -> dict[str, Any]:
     clock.done("unpack")
     extra: list[str] = []
     if rc.stage == "student" and rc.distill is not None:
-        (corpus / DISTILL_FILE).write_text(read_distill(rc.distill), encoding="utf-8")
-        extra.append(f"distill={corpus / DISTILL_FILE}")
+        if (corpus / "train.en").is_file():
+            (corpus / DISTILL_FILE).write_text(read_distill(rc.distill), encoding="utf-8")
+            extra.append(f"distill={corpus / DISTILL_FILE}")
+        else:  # a pack without the references (less to carry): the teacher's are the targets
+            (corpus / "train.en").write_text(read_distill(rc.distill), encoding="utf-8")
+            log.info("the pack has no train.en: the teacher's translations are the targets")
     if rc.stage == "student" and rc.init_from is not None:
         extra.append(f"init_from={init_model_folder(rc.init_from, rc.work)}")
     reserve = rc.eval_minutes + (rc.distill_minutes if rc.stage == "teacher"
