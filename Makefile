@@ -18,7 +18,7 @@ setup: $(BIN)/python
 
 setup-test: $(BIN)/python
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,iwslt]'
 	$(BIN)/pip install -q -e examples/simulmt-policy-example
 	@# Debian's chromium and nginx for the browser and nginx tests (skipped when absent)
 	@missing=""; command -v chromium >/dev/null || missing="$$missing chromium"; \
@@ -34,6 +34,7 @@ run: setup
 	$(BIN)/simulmt serve --host $(HOST) --port $(PORT)
 
 test: setup-test
+	bash scripts/check-wheel.sh $(PY)
 	$(BIN)/python -m pytest
 
 lint: setup-test

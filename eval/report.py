@@ -6,11 +6,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from simulmt.eval.corpus import CorpusLatency, LatencyConfig
+from simulmt.eval.degeneracy import DEGENERACY_THRESHOLD
 from simulmt.eval.quality import QualityScores
 
 from simulmt.search.options import SearchOptions
 
-__all__ = ["PolicyResult", "format_table", "policy_family"]
+__all__ = ["PolicyResult", "degeneracy_warning", "format_table", "policy_family"]
 
 
 def policy_family(spec: str) -> tuple[str, str]:
@@ -71,14 +72,32 @@ _COLUMNS = [  # (header, key, format)
     ("chrF", "chrf", "{:.2f}"),
     ("AL", "al", "{:.2f}"),
     ("LAAL", "laal", "{:.2f}"),
+    ("YAAL", "yaal", "{:.2f}"),
     ("DAL", "dal", "{:.2f}"),
     ("AP", "ap", "{:.3f}"),
     ("CA-AL ms", "ca_al", "{:.0f}"),
+    ("CA-YAAL ms", "ca_yaal", "{:.0f}"),
+    ("SWF %", "swf", "{:.1f}"),
+    ("EFSW %", "efsw", "{:.1f}"),
+    ("DSPTV", "dsptv", "{:+.1f}"),
     ("NE", "normalized_erasure", "{:.3f}"),
     ("loops %", "loops", "{:.1f}"),
     ("sent", "sentences", "{}"),
     ("empty", "empty", "{}"),
 ]
+
+
+def degeneracy_warning(result: PolicyResult) -> str | None:
+    """The warning line for a policy that OmniSTEval's test flags as degenerate, else None."""
+    lat = result.latency
+    if not lat.degenerate or lat.dsptv is None or lat.efsw is None or lat.swf is None:
+        return None
+    return (
+        f"WARNING: {result.policy} looks like a degenerate simultaneous policy (|DSPTV| "
+        f"{abs(lat.dsptv):.1f} > {DEGENERACY_THRESHOLD:g}): {lat.swf:.1f}% of its words were "
+        f"written before the source ended, {lat.efsw:.1f}% expected from its YAAL; its YAAL "
+        "counts only the early words"
+    )
 
 
 def format_table(results: Sequence[PolicyResult]) -> str:
@@ -102,6 +121,8 @@ def format_table(results: Sequence[PolicyResult]) -> str:
         lines.append(f"chrF: {q.chrf_signature}")
         lines.append(
             f"latency in source words (CA-AL in ms at {c.rate:g} words/s); AL/AP use the "
-            f"{c.target_length.value} length; empty hypotheses: {c.empty.value}"
+            f"{c.target_length.value} length; empty hypotheses: {c.empty.value}; YAAL and "
+            "SWF/EFSW/DSPTV as OmniSTEval (IWSLT 2026) computes them"
         )
+    lines += [w for w in map(degeneracy_warning, results) if w is not None]
     return "\n".join(lines)

@@ -36,12 +36,27 @@ def test_words_that_are_not_fillers(word: str) -> None:
     assert not is_filler(word)
 
 
-@given(st.text(alphabet=st.characters(categories=["L", "N", "P"]), min_size=1, max_size=12))
-def test_a_filler_has_only_filler_letters(word: str) -> None:
+_FILLERS = st.sampled_from(["äh", "ähm", "äähm", "öh", "öhm", "ehm", "hm", "hmm", "mhm", "Ähm"])
+_OTHER = st.characters(categories=["L", "N"]).filter(lambda c: c.lower() not in "äöehm")
+
+
+@given(_FILLERS, _OTHER, st.integers(min_value=0, max_value=4))
+def test_any_other_letter_or_digit_makes_a_filler_a_word(filler: str, extra: str,
+                                                        at: int) -> None:
     """Any letter outside ä ö e h m (either case) or any digit makes a word a word."""
-    if is_filler(word):
-        letters = {c.lower() for c in word if c.isalnum()}
-        assert letters and letters <= set("äöehm")
+    assert is_filler(filler)
+    at = min(at, len(filler))
+    assert not is_filler(filler[:at] + extra + filler[at:])
+
+
+@given(st.text(alphabet="äöehmÄÖEHM", min_size=1, max_size=8))
+def test_filler_letters_alone_decide_by_the_sound_pattern(word: str) -> None:
+    """Words of filler letters only: a filler exactly when its lowercase form is a
+    hesitation sound (ä/ö then h then m's, e h m, h m, m h m)."""
+    import re
+
+    sound = re.fullmatch(r"ä+h+m*|ö+h+m*|e+h+m+|h+m+|m+h+m+", word.lower())
+    assert is_filler(word) == (sound is not None)
 
 
 def test_a_filler_may_carry_the_sentence_end() -> None:

@@ -259,14 +259,20 @@ def test_builtin_wins_a_name_clash(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert any("registered twice" in m for m in messages)
 
 
-def test_learned_listed_only_if_importable() -> None:
-    import importlib.util
+def test_learned_policy_is_listed() -> None:
+    assert "learned" in available(refresh=True)
 
-    importable = importlib.util.find_spec("simulmt.policies.learned") is not None
-    assert ("learned" in available(refresh=True)) == importable
-    if not importable:
-        with pytest.raises(PolicyError, match="registered but unusable"):
-            load_policy("learned")
+
+def test_a_broken_plugin_is_named_as_unusable_not_unknown(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Asking for a plugin that failed to load says why, instead of 'unknown policy'."""
+    from simulmt.policies import registry as reg
+
+    broken = reg.build_registry([_ep("missing-module", "no_such_pkg_7f.mod:Policy"),
+                                 _ep("wait-k", "simulmt.policies.schedules:WaitK")])
+    monkeypatch.setattr(reg, "_registry", lambda: broken)
+    with pytest.raises(PolicyError, match="registered but unusable: .*ModuleNotFoundError"):
+        load_policy("missing-module")
 
 
 policies = st.one_of(

@@ -205,7 +205,11 @@ def test_export_and_load_as_engine(data_dir: Path, tmp_path: Path) -> None:
     Trainer(tiny_config(data_dir, tmp_path / "run", max_steps=9)).run()
     export(tmp_path / "run", tmp_path / "model", average=3)
     meta = load_checkpoint(tmp_path / "model" / "model.pt")["meta"]
-    assert meta["steps"] == 9 and meta["train_hours"] >= 0  # the card's compute
+    last = sorted((tmp_path / "run").glob("step-*.pt"), key=lambda p: int(p.stem.split("-")[1]))[-1]
+    seconds = load_checkpoint(last)["progress"]["seconds"]
+    assert seconds > 0  # the run timed its training loop
+    # the card's compute: this run's wall time, in hours
+    assert meta["steps"] == 9 and meta["train_hours"] == round(seconds / 3600, 2)
     engine = Engine.load(tmp_path / "model")
     assert (
         load_checkpoint(tmp_path / "model" / "model.pt")["model"]["embed.weight"].dtype
