@@ -21,7 +21,7 @@ from simulmt.eval.corpus import (
 )
 from simulmt.eval.options import RunConfig
 from simulmt.eval.quality import QualityScores, corpus_quality, quality_from_statistics
-from simulmt.eval.report import PolicyResult, format_table
+from simulmt.eval.report import PolicyResult, degeneracy_warning, format_table
 from simulmt.eval.sweep import expand_sweep
 
 from simulmt.inputs import InputKind
@@ -422,6 +422,8 @@ def _evaluate_all(
         results.append(result)
         if args.output is not None:
             write_run(args.output / policy_dir_name(spec), result, sim.stats, sentences)
+        if (warning := degeneracy_warning(result)) is not None:
+            log.warning("%s", warning)
         if result.latency.empty:
             log.warning(
                 "%s: %d empty hypotheses (scored as %s)",

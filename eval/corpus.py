@@ -7,6 +7,11 @@ default (``EmptyHypothesis.FULL_LATENCY``), scored as an offline system that wro
 whole source: AL = LAAL = DAL = ATD = |X| words, AP = 1, CA-AL = CA-LAAL = the source duration
 plus the compute time spent on the sentence, flicker as computed from the displays.
 ``EmptyHypothesis.SKIP`` reproduces SimulEval (left out of the latency means, still counted).
+
+YAAL is the exception: by its definition (OmniSTEval's, IWSLT 2026) a sentence with no word
+written before the end of its source, an empty one included, has no YAAL and is left out of
+its mean whatever ``EmptyHypothesis`` says; ``yaal_scored`` says how many entered it. The
+degeneracy diagnostics (`simulmt.eval.degeneracy`) say whether that flatters the policy.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 
 from simulmt.eval import flicker, latency
+from simulmt.eval.degeneracy import SentenceEmission, degeneracy
 from simulmt.eval.quality import SegmentStats
 
 __all__ = [
@@ -113,6 +119,11 @@ class SentenceLatency:
     ca_laal: float | None = None  # ms
     normalized_erasure: float | None = None
     revisions_per_word: float | None = None
+    yaal: float | None = None  # None: no word written before the end of the source
+    ca_yaal: float | None = None  # ms
+    words: int = 0  # |Y*|
+    early_words: int = 0  # words written before the whole source was read (degeneracy)
+    source_length: int = 0  # |X|
 
     def as_dict(self) -> dict[str, float | int | bool | None]:
         return asdict(self)
@@ -131,7 +142,9 @@ def _empty_latency(stats: SentenceStats, config: LatencyConfig) -> SentenceLaten
     if stats.sentence_compute_ms is not None:
         ca = x * config.ms_per_word + stats.sentence_compute_ms
     ne, rpw = _flicker(stats)
-    return SentenceLatency(stats.index, True, x, x, x, 1.0, x, ca, ca, ne, rpw)
+    return SentenceLatency(
+        stats.index, True, x, x, x, 1.0, x, ca, ca, ne, rpw, source_length=stats.source_length
+    )
 
 
 def sentence_latency(stats: SentenceStats, config: LatencyConfig) -> SentenceLatency:
@@ -140,12 +153,13 @@ def sentence_latency(stats: SentenceStats, config: LatencyConfig) -> SentenceLat
         return _empty_latency(stats, config)
     d, x, ref = stats.delays, stats.source_length, stats.reference_length
     y = ref if config.target_length is TargetLength.REFERENCE else len(d)
-    ca_al = ca_laal = None
+    ca_al = ca_laal = ca_yaal = None
     if stats.compute_ms is not None:
         ms = config.ms_per_word
         elapsed = latency.computation_aware_delays(d, stats.compute_ms, ms_per_word=ms)
         ca_al = latency.average_lagging(elapsed, x * ms, y)
         ca_laal = latency.length_adaptive_average_lagging(elapsed, x * ms, ref)
+        ca_yaal = latency.yet_another_average_lagging(elapsed, x * ms, ref)
     ne, rpw = _flicker(stats)
     return SentenceLatency(
         index=stats.index,
@@ -159,6 +173,11 @@ def sentence_latency(stats: SentenceStats, config: LatencyConfig) -> SentenceLat
         ca_laal=ca_laal,
         normalized_erasure=ne,
         revisions_per_word=rpw,
+        yaal=latency.yet_another_average_lagging(d, x, ref),
+        ca_yaal=ca_yaal,
+        words=len(d),
+        early_words=sum(1 for t in d if t < x),
+        source_length=x,
     )
 
 
@@ -178,9 +197,19 @@ class CorpusLatency:
     ca_laal: float | None
     normalized_erasure: float | None
     revisions_per_word: float | None
+    yaal: float | None = None  # mean over the `yaal_scored` sentences that have one
+    ca_yaal: float | None = None  # ms
+    yaal_scored: int = 0
+    swf: float | None = None  # %, degeneracy diagnostics (simulmt.eval.degeneracy)
+    efsw: float | None = None  # %
+    dsptv: float | None = None  # EFSW − SWF
+    degenerate: bool | None = None  # |DSPTV| > 20; None: no output words to judge
 
 
-_METRICS = [f.name for f in fields(SentenceLatency) if f.name not in ("index", "empty")]
+_OWN_MEAN = ("yaal", "ca_yaal", "words", "early_words", "source_length")
+_METRICS = [
+    f.name for f in fields(SentenceLatency) if f.name not in ("index", "empty", *_OWN_MEAN)
+]
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -195,4 +224,21 @@ def corpus_latency(sentences: Sequence[SentenceLatency], config: LatencyConfig) 
     empty = sum(1 for s in sentences if s.empty)
     used = [s for s in sentences if not (s.empty and config.empty is EmptyHypothesis.SKIP)]
     means = {name: _mean([getattr(s, name) for s in used]) for name in _METRICS}
-    return CorpusLatency(sentences=len(sentences), empty=empty, scored=len(used), **means)
+    yaal = [s.yaal for s in sentences if s.yaal is not None]
+    ca_yaal = [s.ca_yaal for s in sentences if s.ca_yaal is not None]
+    diag = degeneracy(
+        SentenceEmission(s.words, s.early_words, s.source_length, s.yaal) for s in sentences
+    )
+    return CorpusLatency(
+        sentences=len(sentences),
+        empty=empty,
+        scored=len(used),
+        **means,
+        yaal=math.fsum(yaal) / len(yaal) if yaal else None,
+        ca_yaal=math.fsum(ca_yaal) / len(ca_yaal) if ca_yaal else None,
+        yaal_scored=len(yaal),
+        swf=None if diag is None else diag.swf,
+        efsw=None if diag is None else diag.efsw,
+        dsptv=None if diag is None else diag.dsptv,
+        degenerate=None if diag is None else diag.degenerate,
+    )

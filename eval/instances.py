@@ -4,8 +4,12 @@ One directory per policy:
 - ``instances.log``: one JSON line per sentence with SimulEval's keys (index, prediction,
   delays, elapsed, prediction_length, reference, source, source_length) plus ours
   (compute_ms, source_duration_ms, displays when recorded). ``elapsed`` holds the
-  computation-aware emit times in ms (see ``latency.computation_aware_delays``), or zeros when
-  no compute time was measured — SimulEval writes zeros for text input.
+  computation-aware emission times in the unit of ``delays`` and ``source_length`` (source
+  words), as SimulEval builds them for speech in ms: ``elapsed_t = d_t + c_t / ms_per_word``,
+  the delay plus the model time spent on the sentence so far, converted into source words at
+  the simulated speaking rate (``--rate``, 2.5 words/s: one word = 400 ms). So OmniSTEval's
+  CA scores of this file are ours in source words (ours ÷ ms_per_word; ours are in ms). Zeros
+  when no compute time was measured — SimulEval writes zeros for text input.
 - ``scores.tsv``: one header line and one row of corpus scores (SimulEval's file name).
 - ``metrics.tsv``: one row of metrics per sentence (SimulEval's file name).
 - ``scores.json``: the full result record, read back by ``simulmt plot``.
@@ -41,7 +45,7 @@ def instance_record(stats: SentenceStats, config: LatencyConfig) -> dict[str, ob
     """The instances.log record of one sentence."""
     ms = config.ms_per_word
     if stats.compute_ms is not None:
-        elapsed = [d * ms + c for d, c in zip(stats.delays, stats.compute_ms, strict=True)]
+        elapsed = [d + c / ms for d, c in zip(stats.delays, stats.compute_ms, strict=True)]
     else:
         elapsed = [0.0] * len(stats.delays)
     record: dict[str, object] = {
@@ -138,6 +142,8 @@ def _write_tsv(path: Path, header: Sequence[str], rows: Iterable[Sequence[object
 _SCORE_COLUMNS = [  # scores.tsv header (SimulEval's metric names) -> result key
     ("BLEU", "bleu"), ("chrF", "chrf"), ("LAAL", "laal"), ("AL", "al"), ("AP", "ap"),
     ("DAL", "dal"), ("ATD", "atd"), ("AL_CA", "ca_al"), ("LAAL_CA", "ca_laal"),
+    ("YAAL", "yaal"), ("YAAL_CA", "ca_yaal"), ("SWF", "swf"), ("EFSW", "efsw"),
+    ("DSPTV", "dsptv"), ("degenerate", "degenerate"),
     ("NE", "normalized_erasure"), ("RPW", "revisions_per_word"),
     ("sentences", "sentences"), ("empty", "empty"),
 ]  # fmt: skip

@@ -24,6 +24,7 @@ __all__ = [
     "computation_aware_delays",
     "differentiable_average_lagging",
     "length_adaptive_average_lagging",
+    "yet_another_average_lagging",
 ]
 
 
@@ -77,6 +78,44 @@ def length_adaptive_average_lagging(
     """
     _check(delays, source_length, reference_length)
     return _lagging(delays, source_length, max(len(delays), reference_length) / source_length)
+
+
+def yet_another_average_lagging(
+    delays: Sequence[float],
+    source_length: float,
+    reference_length: float,
+    *,
+    stream_end: float | None = None,
+) -> float | None:
+    r"""YAAL (Polák et al. 2025, "Better Late Than Never", arXiv:2509.17349), as OmniSTEval
+    0.1.10 computes it (``omnisteval.scoring.YAALScorer``): the metric of IWSLT 2026.
+
+    LAAL's ``γ = max(|Y*|, |Y|)/|X|``, but only the words written *before* the end of the
+    source count: ``YAAL = (1/τ) Σ_{t=1..τ} (d_t − (t−1)/γ)`` with ``τ`` the number of leading
+    words with ``d_t < |X|``. A word written once the whole source is in does not lower the
+    lag of the others (AL's ``τ`` would include it). None (left out of the mean) when no word
+    was written before the end: an offline or empty sentence has no simultaneous lag.
+
+    ``stream_end`` gives LongYAAL, for a sentence cut out of a stream: the cut-off is the end
+    of the stream (in the delays' unit, from the same origin) instead of the sentence's end,
+    since a stream's later words can still be in flight when the sentence's source is over.
+    Its delays count from the sentence's start and may be negative (a word the resegmentation
+    put here was written before the sentence's source began).
+    """
+    if stream_end is None:
+        _check(delays, source_length, reference_length)
+    elif not (delays and source_length > 0 and all(math.isfinite(d) for d in delays)):
+        raise ValueError("LongYAAL needs finite delays and source_length > 0")
+    end = source_length if stream_end is None else stream_end
+    gamma = max(len(delays), reference_length) / source_length
+    total = 0.0
+    tau = 0
+    for t_minus_1, d in enumerate(delays):
+        if d >= end:
+            break
+        total += d - t_minus_1 / gamma
+        tau = t_minus_1 + 1
+    return total / tau if tau else None
 
 
 def differentiable_average_lagging(delays: Sequence[float], source_length: float) -> float:

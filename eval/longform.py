@@ -41,15 +41,16 @@ class DocumentResult:
     segments: tuple[str, ...]  # the hypothesis resegmented: one per reference sentence
     latency: tuple[SentenceStreamLatency | None, ...]  # None: empty and skipped
 
-    def record(self) -> dict[str, object]:
-        """Its instances.log line (SimulEval's keys for the whole stream, plus ours)."""
+    def record(self, *, ms_per_word: float) -> dict[str, object]:
+        """Its instances.log line (SimulEval's keys for the whole stream, plus ours); `elapsed`
+        is in source words like `delays` (as in the sentence-level log): ms / ms_per_word."""
         s = self.stats
         return {
             "index": self.index,
             "document": self.document.name,
             "prediction": s.prediction,
             "delays": list(s.delays),
-            "elapsed": list(self.elapsed_ms)
+            "elapsed": [e / ms_per_word for e in self.elapsed_ms]
             if self.elapsed_ms is not None
             else [0.0] * len(s.delays),
             "prediction_length": len(s.delays),
@@ -73,6 +74,10 @@ class LongFormResult:
     # resegmentation took from far away (degenerate, looping output); README, "Long-form results"
     stream_laal_median: float | None
     ca_stream_laal: float | None  # ms
+    # LongYAAL (IWSLT 2026): mean over the sentences that have one (`long_yaal_scored`)
+    long_yaal: float | None  # source words
+    ca_long_yaal: float | None  # ms
+    long_yaal_scored: int
     documents: int
     sentences: int
     empty: int  # reference sentences the hypothesis had no words for
@@ -90,6 +95,9 @@ class LongFormResult:
             "stream_laal": self.stream_laal,
             "stream_laal_median": self.stream_laal_median,
             "ca_stream_laal": self.ca_stream_laal,
+            "long_yaal": self.long_yaal,
+            "ca_long_yaal": self.ca_long_yaal,
+            "long_yaal_scored": self.long_yaal_scored,
             "documents": self.documents,
             "sentences": self.sentences,
             "empty": self.empty,
@@ -122,10 +130,17 @@ def _document_result(
                 source_length=len(src),
                 reference_length=max(1, len(ref.split())),
                 config=config,
+                stream_length=stats.source_length,
             )
         )
     segments = tuple(" ".join(words[lo:hi]) for lo, hi in spans)
     return DocumentResult(index, doc, stats, elapsed, segments, tuple(latency))
+
+
+def _mean_present(values: Sequence[float | None]) -> float | None:
+    """The mean of the values there are (YAAL leaves some sentences out by definition)."""
+    present = [v for v in values if v is not None]
+    return math.fsum(present) / len(present) if present else None
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -159,6 +174,9 @@ def score_documents(
         stream_laal=_mean([x.stream_laal for x in lat]),
         stream_laal_median=statistics.median(x.stream_laal for x in lat) if lat else None,
         ca_stream_laal=_mean([x.ca_stream_laal for x in lat]),
+        long_yaal=_mean_present([x.long_yaal for x in lat]),
+        ca_long_yaal=_mean_present([x.ca_long_yaal for x in lat]),
+        long_yaal_scored=sum(1 for x in lat if x.long_yaal is not None),
         documents=len(documents),
         sentences=len(refs),
         empty=sum(1 for h in hyps if not h.split()),

@@ -10,6 +10,7 @@ from pathlib import Path
 from simulmt.eval.corpus import LatencyConfig
 from simulmt.eval.documents import read_documents
 from simulmt.eval.longform import DocumentResult, LongFormResult, evaluate_long_form
+from simulmt.eval.omnisteval_files import write_omnisteval_longform
 
 from simulmt.segment.views import SourceStyle
 
@@ -19,13 +20,30 @@ log = logging.getLogger(__name__)
 
 
 def write_long_form(directory: Path, result: LongFormResult, docs: list[DocumentResult]) -> None:
-    """instances.log (one JSON line per document), scores.json, config.yaml."""
+    """instances.log (one JSON line per document), scores.json/.tsv, config.yaml, OmniSTEval's
+    input files under omnisteval/ (`simulmt.eval.omnisteval_files`)."""
     directory.mkdir(parents=True, exist_ok=True)
+    ms = result.config.ms_per_word
     with (directory / "instances.log").open("w", encoding="utf-8") as f:
         for d in docs:
-            f.write(json.dumps(d.record(), ensure_ascii=False) + "\n")
-    (directory / "scores.json").write_text(json.dumps(result.as_dict(), indent=2) + "\n")
+            f.write(json.dumps(d.record(ms_per_word=ms), ensure_ascii=False) + "\n")
+    flat = result.as_dict()
+    (directory / "scores.json").write_text(json.dumps(flat, indent=2) + "\n")
+    values = ["" if flat[k] is None else f"{flat[k]:.3f}" if isinstance(flat[k], float)
+              else str(flat[k]) for _, k in _SCORE_COLUMNS]  # fmt: skip
+    (directory / "scores.tsv").write_text(
+        "\t".join(h for h, _ in _SCORE_COLUMNS) + "\n" + "\t".join(values) + "\n"
+    )
     (directory / "config.yaml").write_text("source_type: text\ntarget_type: text\n")
+    write_omnisteval_longform(directory / "omnisteval", docs, ms_per_word=ms)
+
+
+_SCORE_COLUMNS = [  # scores.tsv header -> result key
+    ("BLEU", "bleu"), ("chrF", "chrf"), ("StreamLAAL", "stream_laal"),
+    ("StreamLAAL_median", "stream_laal_median"), ("StreamLAAL_CA", "ca_stream_laal"),
+    ("LongYAAL", "long_yaal"), ("LongYAAL_CA", "ca_long_yaal"), ("documents", "documents"),
+    ("sentences", "sentences"), ("empty", "empty"),
+]  # fmt: skip
 
 
 def _fmt(x: float | None) -> str:
@@ -34,14 +52,15 @@ def _fmt(x: float | None) -> str:
 
 def format_long_form(results: list[LongFormResult]) -> str:
     head = (
-        "| policy | BLEU | chrF | StreamLAAL | median | CA-StreamLAAL (ms) | documents | sentences "
-        "| empty |"
+        "| policy | BLEU | chrF | StreamLAAL | median | CA-StreamLAAL (ms) | LongYAAL "
+        "| CA-LongYAAL (ms) | documents | sentences | empty |"
     )
-    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         lines.append(
             f"| `{r.policy}` | {r.quality.bleu:.2f} | {r.quality.chrf:.2f} | "
             f"{_fmt(r.stream_laal)} | {_fmt(r.stream_laal_median)} | {_fmt(r.ca_stream_laal)} | "
+            f"{_fmt(r.long_yaal)} | {_fmt(r.ca_long_yaal)} | "
             f"{r.documents} | {r.sentences} | {r.empty} |"
         )
     if results:

@@ -11,6 +11,11 @@ source length (default) or left out (simulstream and SimulEval skip it).
 
 CA-StreamLAAL uses emission times in ms instead (`emission_times`), shifted by the sentence's
 start time o_s · ms_per_word, over |X_s| · ms_per_word.
+
+LongYAAL (Polák et al. 2025; OmniSTEval's long-form latency, IWSLT 2026) is YAAL on the same
+shifted delays with the end of the *stream* as cut-off instead of the sentence's end
+(`latency.yet_another_average_lagging`); a sentence with no word before the stream's end (an
+empty one included) has none and is left out of the mean.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from simulmt.eval.corpus import EmptyHypothesis, LatencyConfig
-from simulmt.eval.latency import _lagging
+from simulmt.eval.latency import _lagging, yet_another_average_lagging
 
 __all__ = ["SentenceStreamLatency", "emission_times", "sentence_stream_latency", "stream_laal"]
 
@@ -71,6 +76,8 @@ class SentenceStreamLatency:
     empty: bool  # the resegmentation gave it no hypothesis words
     stream_laal: float  # source words
     ca_stream_laal: float | None  # ms
+    long_yaal: float | None = None  # source words; None: nothing written before the stream end
+    ca_long_yaal: float | None = None  # ms
 
 
 def sentence_stream_latency(
@@ -82,8 +89,10 @@ def sentence_stream_latency(
     source_length: int,
     reference_length: int,
     config: LatencyConfig,
+    stream_length: int | None = None,
 ) -> SentenceStreamLatency | None:
-    """One sentence's StreamLAAL and CA-StreamLAAL; None for an empty one that `config` skips."""
+    """One sentence's StreamLAAL, CA-StreamLAAL and (given the stream's length in source
+    words) LongYAAL; None for an empty one that `config` skips."""
     ms = config.ms_per_word
     if not delays:
         if config.empty is EmptyHypothesis.SKIP:
@@ -92,8 +101,18 @@ def sentence_stream_latency(
         return SentenceStreamLatency(
             index, True, full, full * ms if elapsed_ms is not None else None
         )
-    ca = None
+    ca = ca_yaal = yaal = None
     if elapsed_ms is not None:
         ca = stream_laal(elapsed_ms, offset * ms, source_length * ms, reference_length)
     laal = stream_laal(delays, offset, source_length, reference_length)
-    return SentenceStreamLatency(index, False, laal, ca)
+    if stream_length is not None:
+        end = stream_length - offset
+        yaal = yet_another_average_lagging(
+            [d - offset for d in delays], source_length, reference_length, stream_end=end
+        )
+        if elapsed_ms is not None:
+            ca_yaal = yet_another_average_lagging(
+                [e - offset * ms for e in elapsed_ms], source_length * ms, reference_length,
+                stream_end=end * ms,
+            )
+    return SentenceStreamLatency(index, False, laal, ca, yaal, ca_yaal)

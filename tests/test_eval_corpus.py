@@ -157,7 +157,8 @@ def test_run_files_round_trip(tmp_path: Path) -> None:
     )
     assert len((tmp_path / "metrics.tsv").read_text().splitlines()) == 4
     first = json.loads((tmp_path / "instances.log").read_text().splitlines()[0])
-    assert first["elapsed"] == [403.0, 804.0, 1205.0, 1606.0, 1607.0]  # d * 400 ms + compute
+    # in source words, as delays and source_length: d + compute / 400 ms per word
+    assert first["elapsed"] == pytest.approx([1.0075, 2.01, 3.0125, 4.015, 4.0175])
     table = format_table([result])
     assert "wait-k:k=3" in table and "nrefs:1" in table
 

@@ -136,7 +136,15 @@ def test_score_document_with_known_alignment() -> None:
     assert result.stream_laal == pytest.approx(5 / 3)
     assert result.stream_laal_median == pytest.approx(2.0)
     assert result.ca_stream_laal == pytest.approx(5 / 3 * 400)  # no compute: words x 400 ms
-    line = record.record()
+    # LongYAAL: as LAAL but only words before the end of the *stream* (9 words) count:
+    # sentence 1 keeps its 3rd word (2 + 2 + 1)/3; sentence 2 (1 + 1)/2; sentence 3: its words
+    # at shifted 4, the stream's end, do not count: (2 + 2)/2
+    yaal = [x.long_yaal for x in record.latency if x is not None]
+    assert yaal == pytest.approx([5 / 3, 1.0, 2.0])
+    assert result.long_yaal == pytest.approx((5 / 3 + 3) / 3) and result.long_yaal_scored == 3
+    assert result.ca_long_yaal == pytest.approx((5 / 3 + 3) / 3 * 400)
+    line = record.record(ms_per_word=400.0)
+    assert line["elapsed"] == list(delays)  # in source words, as the delays; no compute
     assert line["segments"] == list(doc.references) and line["sentence_offsets"] == [0, 3, 5]
     json.dumps(line)
 
