@@ -111,20 +111,6 @@ def test_readme_is_short() -> None:
     assert n <= README_MAX_LINES, f"README.md has {n} lines; keep it to {README_MAX_LINES}"
 
 
-def quick_start_commands() -> list[str]:
-    """The fenced `sh` blocks under README's "Quick start" heading, for tests that run them."""
-    text = README.read_text(encoding="utf-8")
-    section = re.search(r"^## Quick start\n(.*?)(?=^## )", text, re.MULTILINE | re.DOTALL)
-    assert section, "README.md has no '## Quick start' section"
-    return re.findall(r"^```sh\n(.*?)^```", section.group(1), re.MULTILINE | re.DOTALL)
-
-
-def test_readme_marks_its_quick_start_commands() -> None:
-    blocks = quick_start_commands()
-    assert any("simulmt serve" in b for b in blocks)
-    assert any("simulmt translate" in b for b in blocks)
-
-
 # The checker itself, on pages made up for it: it must fail where a reader would.
 def test_the_checker_finds_broken_links_and_anchors(tmp_path: Path) -> None:
     (tmp_path / "a.md").write_text("# Title\n\n## Two words `code`\n", encoding="utf-8")
