@@ -83,6 +83,8 @@ def test_teacher_then_student_then_continue(pack: Path, tmp_path: Path) -> None:
     assert teacher["eval"]["sentences"] == 6
     assert teacher["eval"]["full"]["signature"].startswith("nrefs:1|")
     assert set(teacher["seconds"]) == {"unpack", "tokenize+build", "train", "eval", "distill"}
+    assert teacher["throughput"]["tokens_per_s"] > 0 and "mfu_vs_989_tflops" not in teacher[
+        "throughput"]  # no GPU, no GPU peak
     lines = lzma.decompress((out1 / "train.distill.en.xz").read_bytes()).decode().split("\n")
     assert len(lines) == len(_tiny_pairs()) + 1 and teacher["distilled"] == len(_tiny_pairs())
     assert "stage teacher on cpu" in (out1 / "recipe.log").read_text()

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from simulmt.devices import DeviceError, resolve_device
 from simulmt.train.batches import Batch
 
 log = logging.getLogger(__name__)
 
-
-class DeviceError(RuntimeError):
-    """The device asked for is not there; the message says what is."""
+__all__ = ["DeviceError", "World", "agree", "make_optimizer", "pick_device", "setup_world",
+           "to_device", "tune_for"]
 
 
 @dataclass(frozen=True)
@@ -30,23 +30,11 @@ class World:
 
 
 def pick_device(name: str, *, local_rank: int = 0) -> torch.device:
-    """auto: cuda if available, else cpu; cuda: this process's GPU (`LOCAL_RANK` under torchrun).
-    DeviceError if cuda is asked for and absent."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        device = torch.device("meta")  # not a device torch knows: refused below
+    """The training device (`simulmt.devices.resolve_device`), made this process's current GPU
+    when it is one. DeviceError if cuda is asked for and absent."""
+    device = resolve_device(name, local_rank=local_rank)
     if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise DeviceError(f"device {name!r} asked for, but this torch ({torch.__version__}) "
-                              "sees no CUDA GPU; use --device cpu (or auto)")
-        if device.index is None:
-            device = torch.device("cuda", local_rank % torch.cuda.device_count())
         torch.cuda.set_device(device)
-    elif device.type != "cpu":
-        raise DeviceError(f"device {name!r} is not supported; accepted: auto, cpu, cuda, cuda:N")
     return device
 
 

@@ -37,6 +37,7 @@ from simulmt.data.tokenizer import Tokenizer
 from simulmt.model.transformer import SimulTransformer
 from simulmt.train import dev
 from simulmt.train.config import TrainConfig
+from simulmt.train.flops import H100_BF16_TFLOPS, step_flops
 from simulmt.train.pieces import find_index, join_pieces, split_file
 from simulmt.words import FULL
 
@@ -109,6 +110,23 @@ def train(rc: RecipeConfig, cfg: TrainConfig, clock: Clock, reserve_minutes: flo
     log.info("trained %d steps, %d epochs, %.0f s", progress.step, progress.epoch,
              progress.seconds)
     return trainer
+
+
+def throughput(trainer: Any) -> dict[str, float]:
+    """Real tokens/s and model FLOPs/s of the run, from the mean over an epoch's batches (the
+    run trains on a uniform draw of them) and the loop's wall time; MFU against the H100/H200
+    dense bf16 peak on a GPU."""
+    lengths = [(len(e.src), len(e.tgt) + 1) for e in trainer.train]  # written source's length
+    batches = max(len(trainer.batches), 1)
+    steps, seconds = trainer.progress.step, max(trainer.progress.seconds, 1e-9)
+    tokens = sum(s + t for s, t in lengths) / batches * steps
+    flops = step_flops(trainer.cfg.model, lengths) / batches * steps
+    out = {"tokens_per_s": round(tokens / seconds), "model_tflops_per_s":
+           round(flops / seconds / 1e12, 3), "seconds": round(seconds, 1)}
+    if trainer.device.type == "cuda":
+        out["mfu_vs_989_tflops"] = round(flops / seconds / (H100_BF16_TFLOPS * 1e12), 4)
+    log.info("throughput %s", out)
+    return out
 
 
 def evaluate(model: SimulTransformer, tok: Tokenizer, corpus: Path) -> dict[str, Any]:
@@ -211,7 +229,8 @@ def run_stage(rc: RecipeConfig) -> dict[str, Any]:
     result: dict[str, Any] = {"stage": rc.stage, "device": device, "torch": torch.__version__,
                               "steps": trainer.progress.step, "epochs": trainer.progress.epoch,
                               "parameters": trainer.model.num_parameters(),
-                              "config": trainer.cfg.to_dict()}
+                              "config": trainer.cfg.to_dict(),
+                              "throughput": throughput(trainer)}
     result["eval"] = evaluate(trainer.model, trainer.tok, corpus)
     clock.done("eval")
     if rc.stage == "teacher":
