@@ -79,6 +79,9 @@ def main() -> int:
         help="run both N times, alternating (a shared machine drifts): every ratio and the median",
     )
     args = p.parse_args()
+    from machine import describe  # bench/machine.py: where this ran
+
+    print(describe(), flush=True)
 
     tmp = Path(tempfile.mkdtemp(prefix="eval_speed_"))
     model = save_tiny(tmp / "model", 0) if args.tiny else args.model

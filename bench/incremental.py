@@ -96,6 +96,9 @@ def main() -> None:
         "--streams", type=int, nargs="+", default=[1, 16, 64], help="streams decoded together"
     )
     args = ap.parse_args()
+    from machine import describe  # bench/machine.py: where this ran
+
+    print(describe(), flush=True)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     if args.model:

@@ -39,6 +39,9 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=200, help="every 5th line, up to N")
     parser.add_argument("--batch", type=int, default=50, help="sentences per batch")
     args = parser.parse_args()
+    from machine import describe  # bench/machine.py: where this ran
+
+    print(describe(), flush=True)
     torch.set_num_threads(1)
     src_lines = (NEWS / "newstest2015-ende.de").read_text(encoding="utf-8").splitlines()[::5]
     ref_lines = (NEWS / "newstest2015-ende.en").read_text(encoding="utf-8").splitlines()[::5]

@@ -37,7 +37,8 @@ from pathlib import Path
 from simulmt.server.stream import StartOptions, StreamLog, paced, run_stream
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from soak_deploy import free_port, nginx_conf  # noqa: E402  (bench/ is not a package)
+from machine import describe  # noqa: E402  (bench/ is not a package)
+from soak_deploy import free_port, nginx_conf  # noqa: E402
 
 SERVING = re.compile(r"serving (\S+) on http://127\.0\.0\.1:(\d+)/")
 ASSET = Path(__file__).resolve().parents[1] / "simulmt" / "assets" / "tiny.tsv"
@@ -300,6 +301,7 @@ async def capacity(args: argparse.Namespace, sentences: list[str], max_batch: in
 
 async def main(args: argparse.Namespace) -> int:
     sentences = load_sentences(args.source)
+    print(describe())
     print(f"policy {args.policy}, {args.rate} words/s per client, {args.duration:g} s each\n")
     print(HEADER, flush=True)
     if not args.capacity:
@@ -345,7 +347,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-batch", type=int, default=64)
     p.add_argument("--threads", type=int, help="torch threads of the server process")
     p.add_argument(
-        "--dtype", default="int8", help="server inference precision (default int8, as serve's)"
+        "--dtype", default="auto", help="server inference precision (default auto, as serve's)"
     )
     p.add_argument("--server-args", default="", help="more `simulmt serve` options, one string")
     p.add_argument(

@@ -53,6 +53,8 @@ def main() -> int:
     p.add_argument("--input", default=None, help="text or recognizer (default: the server's, text)")
     p.add_argument("--port", type=int, default=8791)
     args = p.parse_args()
+    from machine import facts
+
     text = recognizer_view(" ".join(args.source.read_text(encoding="utf-8").splitlines()))
     words = text.split()[: args.words]
     chunks = [" ".join(words[i : i + 5]) for i in range(0, len(words), 5)]
@@ -97,6 +99,7 @@ def main() -> int:
         "lookahead": args.lookahead,
         "input": args.input or "server default",
         "wall_s": round(wall, 1),
+        "machine": facts(),  # bench/machine.py: where this ran
     }
     print(json.dumps(result))
     ok = result["lossless"] and not errors and result["max_final_words"] <= 60

@@ -34,6 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load import added_delays, load_sentences  # noqa: E402  (bench/ is not a package)
+from machine import facts  # noqa: E402
 from simulmt.server.stream import StartOptions, StreamClient  # noqa: E402
 from soak_deploy import Deployment  # noqa: E402
 
@@ -226,6 +227,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     report = asyncio.run(soak(args))
+    report["machine"] = facts()  # bench/machine.py: where this ran
     text = json.dumps(report, indent=2)
     print(text)
     if args.json:

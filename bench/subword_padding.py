@@ -33,6 +33,9 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=40)
     parser.add_argument("--max-tokens", type=int, default=6000)
     args = parser.parse_args()
+    from machine import describe  # bench/machine.py: where this ran
+
+    print(describe(), flush=True)
     tok = Tokenizer.load(args.corpus / "spm.model")
     de = (args.corpus / "train.de").read_text(encoding="utf-8").splitlines()
     en = (args.corpus / "train.en").read_text(encoding="utf-8").splitlines()

@@ -65,6 +65,9 @@ def main() -> None:
     ap.add_argument("--mmap-threshold", type=int, default=0,
                     help="glibc mmap threshold in bytes (default: what `simulmt train` sets)")
     args = ap.parse_args()
+    from machine import describe  # bench/machine.py: where this ran
+
+    print(describe(), flush=True)
     if args.mmap_threshold:
         tune_allocator(mmap_threshold=args.mmap_threshold, trim_threshold=128 << 10)
     else:

@@ -25,7 +25,7 @@ from simulmt.eval.report import PolicyResult, degeneracy_warning, format_table
 from simulmt.eval.sweep import expand_sweep
 
 from simulmt.inputs import InputKind
-from simulmt.runtime import DTYPE_NAMES
+from simulmt.runtime import add_dtype_argument
 from simulmt.search.options import CLI_LOOP_GUARD, Scoring, WriteUnit
 from simulmt.segment.views import SourceStyle, recognizer_view
 from simulmt.sentences import Segmentation
@@ -146,13 +146,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="torch CPU threads (default: torch's choice; 1 avoids contention on a busy machine)",
     )
-    a(
-        "--dtype",
-        choices=DTYPE_NAMES,
-        default="float32",
-        help="inference precision (bfloat16: faster batched steps on AMX/AVX512-BF16 CPUs; "
-        "int8: int8 weights in every linear layer, the fastest on CPU)",
-    )
+    add_dtype_argument(parser)  # every command line's precision option (auto: measured)
     a("--no-progress", action="store_true", help="no progress bar")
     a(
         "--long-form",

@@ -44,6 +44,7 @@ class CaptionServer:
     ) -> None:
         self.config = config
         self.model_name = model_name
+        self.precision: str | None = None  # the engine's, once loaded (/healthz, `session`)
         self.instance = secrets.token_hex(4)  # tells server processes apart behind a proxy
         self.worker = Worker(
             load,
@@ -96,6 +97,7 @@ class CaptionServer:
             self.phase = Phase.FAILED
             return
         self.model_name = engine.info.name
+        self.precision = engine.precision
         if self.phase is Phase.LOADING:
             self.phase = Phase.READY
             logger.info("model %s loaded; accepting sessions", self.model_name)
@@ -109,6 +111,7 @@ class CaptionServer:
         body: dict[str, object] = {
             "status": self.phase.value,
             "model": self.model_name,
+            "precision": self.precision,  # what `--dtype` (auto: measured) chose
             "instance": self.instance,
             "sessions": len(self.table.sessions),  # started, parked included
             "parked": self.table.parked,
@@ -146,7 +149,11 @@ class CaptionServer:
             await ws.close(code.close_code, code.value)
             return
         machine = SessionMachine(
-            config=self.config, session_id=sid, model=self.model_name, token=new_token()
+            config=self.config,
+            session_id=sid,
+            model=self.model_name,
+            precision=self.precision,
+            token=new_token(),
         )
         conn = Connection(
             ws, config=self.config, worker=self.worker, table=self.table, machine=machine

@@ -22,17 +22,16 @@ from simulmt.server.app import CaptionServer
 from simulmt.server.config import Limits, ServerConfig
 
 from simulmt.engine import Engine
-from simulmt.runtime import DTYPE_NAMES
+from simulmt.runtime import CLI_DTYPE, add_dtype_argument
 from simulmt.search.options import CLI_LOOP_GUARD
 
 logger = logging.getLogger(__name__)
 
 # `simulmt serve` runs live captions: its defaults are the measured best for that, not the
 # library's neutral ones (ServerConfig/Engine.load keep float32 and no loop guard, so that a
-# server in a test decides exactly as a Session alone). int8: p95 added delay at 100 sessions
-# 86 -> 39 ms for the bundled model, BLEU within 0.18 on test and newstest2015; the loop
-# guard: looping outputs on newstest2015 8.7% -> 0.2% (bench/RESULTS.md, README).
-LIVE_DTYPE = "int8"  # the loop guard: CLI_LOOP_GUARD, as every command line runs it
+# server in a test decides exactly as a Session alone). The precision: CLI_DTYPE (auto, the
+# fastest measured on this CPU; a fixed int8 was 5x slower than float32 on AVX2-only CPUs);
+# the loop guard: looping outputs on newstest2015 8.7% -> 0.2% (bench/RESULTS.md, README).
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -130,13 +129,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0.5,
         help="Python thread switch interval (default 0.5; CPython's own is 5)",
     )
-    parser.add_argument(
-        "--dtype",
-        choices=DTYPE_NAMES,
-        default=LIVE_DTYPE,
-        help=f"inference precision (default {LIVE_DTYPE}: int8 weights in every linear layer, "
-        "the fastest on CPU; bfloat16: faster batched steps on AMX/AVX512-BF16 CPUs)",
-    )
+    add_dtype_argument(parser)
 
 
 def config_from_args(args: argparse.Namespace, *, port: int | None = None) -> ServerConfig:
@@ -181,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
             "precision %s, loop guard %s (serve's live defaults: --dtype %s --loop-guard %d)",
             args.dtype,
             args.loop_guard or "off",
-            LIVE_DTYPE,
+            CLI_DTYPE,
             CLI_LOOP_GUARD,
         )
     # The model worker thread runs hundreds of small torch ops per step, each releasing and

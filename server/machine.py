@@ -89,10 +89,19 @@ Effect = Send | Close | Build | Attach | Submit | Discard
 class SessionMachine:
     """The `simulmt.v1` state machine of one session (see the module docstring)."""
 
-    def __init__(self, *, config: ServerConfig, session_id: str, model: str, token: str) -> None:
+    def __init__(
+        self,
+        *,
+        config: ServerConfig,
+        session_id: str,
+        model: str,
+        token: str,
+        precision: str | None = None,
+    ) -> None:
         self.config = config
         self.session_id = session_id
         self.model = model
+        self.precision = precision  # what the model runs in (`--dtype auto` picks it at load)
         self.token = token  # the resume token, announced in the `session` message
         self.phase = Phase.AWAITING_START
         self.segmentation: str | None = None  # how the session ends sentences, once started
@@ -246,7 +255,7 @@ class SessionMachine:
 
     def _session_message(self) -> JsonDict:
         """The `session` message: what the client needs to stream and to resume."""
-        return session_message(
+        message = session_message(
             session_id=self.session_id,
             model=self.model,
             protocol=self.protocol,
@@ -256,6 +265,9 @@ class SessionMachine:
             route=self.config.route,
             segmentation=self.segmentation,
         )
+        if self.precision is not None:
+            message["precision"] = self.precision  # beside the model's name: float32, int8, ...
+        return message
 
     def _announce_resume(self) -> None:
         message = self._session_message()

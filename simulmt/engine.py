@@ -17,11 +17,12 @@ import torch
 from simulmt.data.tokenizer import Tokenizer, train_tokenizer
 from simulmt.model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
 from simulmt.model.config import ModelConfig
-from simulmt.model.int8 import quantize_linears
+from simulmt.model.int8 import FbgemmInt8Linear, Int8Linear, quantize_linears
 from simulmt.model.layers import append_kv, pack_kv, stack_kv, unstack_kv
 from simulmt.model.pool import KVPool, PoolShape
 from simulmt.model.state import SourceState
 from simulmt.model.transformer import SimulTransformer
+from simulmt.precision import choose_precision
 from simulmt.restore.model import RestorerNet, load_restorer
 from simulmt.runtime import DTYPE_NAMES
 from simulmt.search.offline import pad_batch
@@ -75,6 +76,7 @@ class Engine:
         self.segmenter = segmenter.eval() if segmenter is not None else None
         self.restorer = restorer.eval() if restorer is not None else None
         self.compute_ms = 0.0  # total model time spent by this engine
+        self.precision = precision_of(self.model)  # what runs: float32, bfloat16 or int8
         self._cache_pool: KVPool | None = None
 
     @property
@@ -92,6 +94,11 @@ class Engine:
     def load(cls, model_dir: Path | None = None, *, dtype: str = "float32") -> Engine:
         """Load a model folder (model.pt + spm.model); None loads the bundled default.
 
+        `dtype` "auto" times one batched turn in each precision this CPU runs natively and
+        keeps the fastest, never one slower than float32 (`simulmt.precision`; the command
+        lines' default). The library's default stays float32: its outputs do not depend on
+        the machine or on a timing.
+
         `dtype` "bfloat16" runs inference in bfloat16 (weights, activations and caches): on CPUs
         with AMX/AVX512-BF16 batched steps are several times faster; outputs can differ from
         float32 in rare near-ties (bench/RESULTS.md has the measured BLEU difference). "int8"
@@ -107,7 +114,7 @@ class Engine:
         data = load_checkpoint(ckpt)
         model = model_from_checkpoint(ckpt, data)
         parameters = model.num_parameters()  # before quantizing (int8 weights are no Parameters)
-        model = for_inference(model, dtype)
+        model, _ = choose_precision(model, dtype, convert=for_inference)
         tok_path = ckpt.parent / TOKENIZER_FILE
         tokenizer = (
             Tokenizer.from_bytes(data["tokenizer"])
@@ -261,13 +268,23 @@ def inference_dtype(name: str) -> torch.dtype:
 
 
 def for_inference(model: SimulTransformer, name: str) -> SimulTransformer:
-    """`model` in precision `name` (see `Engine.load`); int8 returns a quantized copy."""
-    model = model.to(inference_dtype(name))
+    """`model` (float32) in precision `name` (see `Engine.load`); bfloat16 and int8 return a
+    copy, so that `--dtype auto` can build and time each from one loaded model."""
+    dtype = inference_dtype(name)
+    if dtype is not model.dtype:
+        model = copy.deepcopy(model).to(dtype)
     if name == "int8":
         # per-row activation scales (simulmt.model.int8), not torch.ao's dynamic quantization:
         # its one scale per batch tensor made a stream's output depend on the other streams
         return quantize_linears(model)
     return model
+
+
+def precision_of(model: SimulTransformer) -> str:
+    """The precision name `model` runs in (int8 when its linear layers are quantized)."""
+    if any(isinstance(m, (Int8Linear, FbgemmInt8Linear)) for m in model.modules()):
+        return "int8"
+    return {v: k for k, v in DTYPES.items() if k != "int8"}.get(model.dtype, str(model.dtype))
 
 
 @functools.lru_cache(maxsize=1)

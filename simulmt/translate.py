@@ -15,6 +15,7 @@ from simulmt.engine import Engine
 from simulmt.inputs import InputKind
 from simulmt.liveview import LiveView
 from simulmt.policies.base import PolicyError
+from simulmt.runtime import add_dtype_argument
 from simulmt.search.options import CLI_LOOP_GUARD, Scoring, SearchOptions, WriteUnit
 from simulmt.sentences import Segmentation
 from simulmt.session import InputError, Session
@@ -111,6 +112,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--threads", type=int, default=1, help="torch threads (1 is fastest for one stream)"
     )
+    add_dtype_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
             unit=WriteUnit(args.unit),
             loop_guard=args.loop_guard,
         )
-        engine = Engine.load(args.model)
+        engine = Engine.load(args.model, dtype=args.dtype)
         segmentation = Segmentation(args.segmentation)
         session = Session(
             engine,

@@ -152,9 +152,10 @@ def test_serve_takes_the_option() -> None:
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)
     assert cli.config_from_args(parser.parse_args(["--loop-guard", "4"])).loop_guard == 4
-    # `simulmt serve` guards by default (live captions) and runs int8; the library does not
+    # `simulmt serve` guards by default (live captions) and picks its precision by timing
+    # (`--dtype auto`, simulmt.precision); the library does neither
     defaults = parser.parse_args([])
-    assert cli.config_from_args(defaults).loop_guard == 8 and defaults.dtype == "int8"
+    assert cli.config_from_args(defaults).loop_guard == 8 and defaults.dtype == "auto"
     assert cli.config_from_args(parser.parse_args(["--loop-guard", "0"])).loop_guard == 0
     with pytest.raises(ValueError, match="loop_guard"):
         cli.config_from_args(parser.parse_args(["--loop-guard", "-1"]))

@@ -10,7 +10,15 @@ from simulmt.eval.runner import RunConfig, simulate
 from torch import nn
 
 from simulmt.engine import Engine, for_inference
-from simulmt.model.int8 import Int8Linear, quantize_linears
+from simulmt.model.int8 import (
+    FbgemmInt8Linear,
+    Int8Kernel,
+    Int8Linear,
+    default_kernel,
+    quantize_linears,
+)
+
+KERNELS = {Int8Kernel.INT_MM: Int8Linear.from_float, Int8Kernel.FBGEMM: FbgemmInt8Linear}
 
 
 def _linear(seed: int, d_in: int, d_out: int, *, bias: bool = True) -> nn.Linear:
@@ -26,13 +34,16 @@ def _linear(seed: int, d_in: int, d_out: int, *, bias: bool = True) -> nn.Linear
     rows=st.integers(1, 12),
     row=st.data(),
     bias=st.booleans(),
+    kernel=st.sampled_from(list(Int8Kernel)),
 )
 def test_a_row_gives_the_same_output_alone_and_in_any_batch(
-    seed: int, d_in: int, d_out: int, rows: int, row: st.DataObject, bias: bool
+    seed: int, d_in: int, d_out: int, rows: int, row: st.DataObject, bias: bool,
+    kernel: Int8Kernel,
 ) -> None:
     """The property torch.ao's dynamic quantization lacks: its one activation scale per tensor
-    made a row's output depend on the other rows (other streams in a batched step)."""
-    layer = Int8Linear.from_float(_linear(seed, d_in, d_out, bias=bias))
+    made a row's output depend on the other rows (other streams in a batched step). fbgemm's
+    kernel quantizes per tensor too; FbgemmInt8Linear normalizes each row first."""
+    layer = KERNELS[kernel](_linear(seed, d_in, d_out, bias=bias))
     g = torch.Generator().manual_seed(seed)
     # rows of very different magnitudes, as streams at different points of their sentences
     batch = torch.randn(rows, d_in, generator=g) * torch.logspace(-2, 2, rows).unsqueeze(1)
@@ -57,14 +68,49 @@ def test_int8_linear_is_close_to_float() -> None:
     assert layer(torch.zeros(0, 64)).shape == (0, 32)  # an empty batch
 
 
-def test_quantize_linears_replaces_every_linear_and_leaves_the_original() -> None:
+@pytest.mark.parametrize("kernel", list(Int8Kernel))
+def test_quantize_linears_replaces_every_linear_and_leaves_the_original(
+    kernel: Int8Kernel,
+) -> None:
     model = nn.Sequential(_linear(1, 8, 16), nn.ReLU(), nn.Sequential(_linear(2, 16, 4)))
-    quantized = quantize_linears(model)
+    kind = Int8Linear if kernel is Int8Kernel.INT_MM else FbgemmInt8Linear
+    quantized = quantize_linears(model, kernel)
     assert not any(isinstance(m, nn.Linear) for m in quantized.modules())
-    assert sum(isinstance(m, Int8Linear) for m in quantized.modules()) == 2
+    assert sum(isinstance(m, kind) for m in quantized.modules()) == 2
     assert sum(isinstance(m, nn.Linear) for m in model.modules()) == 2  # untouched
     assert all(m.weight.dtype is torch.int8 for m in quantized.modules()
                if isinstance(m, Int8Linear))
+
+
+def test_fbgemm_int8_linear_is_close_to_float_and_exact_in_int32() -> None:
+    """7-bit rows (a step of absmax/63) and 8-bit weights: the error stays within half a step
+    of each. With full 8-bit rows AVX2's int16 pair sums would saturate and miss this bound by
+    far (bench/int8_kernels.py); so would torch.ao's per-tensor scale for the small rows."""
+    lin = _linear(0, 64, 32)
+    layer = FbgemmInt8Linear(lin)
+    # rows of very different sizes, and all-positive ones (the saturating case on AVX2)
+    x = torch.randn(4, 3, 64) * torch.logspace(-3, 3, 4).view(4, 1, 1)  # (B, T, in)
+    x[0] = x[0].abs()
+    with torch.no_grad():
+        want = lin(x)
+    got = layer(x)
+    assert got.shape == want.shape == (4, 3, 32)
+    w = lin.weight.detach().abs()  # (out, in)
+    x_step = x.abs().amax(-1, keepdim=True) / 126  # (B, T, 1): half a row step
+    w_step = w.amax(1) / 254  # (out,): half a channel step
+    bound = (x_step * w.sum(1) + x.abs().sum(-1, keepdim=True) * w_step
+             + x_step * w_step * 64) * 1.01 + 1e-5  # (B, T, out)
+    assert bool(((got - want).abs() <= bound).all())
+    assert torch.equal(layer(torch.zeros(2, 64))[0], lin.bias.detach())  # zero rows: bias only
+
+
+def test_default_kernel_follows_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fbgemm where AVX2 is the best the CPU has (torch._int_mm was 15-26x slower than float32
+    there), torch._int_mm with AVX512 (fast with VNNI/AMX)."""
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    assert default_kernel() is Int8Kernel.FBGEMM
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    assert default_kernel() is Int8Kernel.INT_MM
 
 
 def test_int8_weight_must_be_int8() -> None:

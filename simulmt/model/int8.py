@@ -9,22 +9,48 @@ scale and the weights with one scale per output channel (W8A8 per token, as LLM.
 SmoothQuant do); the int8 product accumulates exactly in int32 (`torch._int_mm`) and the rest is
 elementwise, so a row's output is the same alone or in any batch, and its rounding is finer
 than one scale per tensor.
+
+`torch._int_mm` is fast only where the CPU has int8 dot-product instructions (AVX512-VNNI,
+AMX); on an AVX2-only CPU it was 15-26x slower than float32 (bench/RESULTS.md). There
+`FbgemmInt8Linear` keeps the same per-row contract on fbgemm's kernel: each row is divided by
+its own absmax, then quantized with one *fixed* scale, so fbgemm's per-tensor parameters no
+longer depend on the batch. AVX2's int8 multiply-add (vpmaddubsw) saturates at int16 when two
+products of full 8-bit operands add up, so the activations use 7 bits (-63..63 around zero
+point 64, what `reduce_range` does for the same reason): every int32 sum is then exact.
 """
 
 from __future__ import annotations
 
 import copy
+import enum
+import warnings
 from typing import TypeVar
 
 import torch
 from torch import nn
 
-__all__ = ["Int8Linear", "quantize_linears"]
+__all__ = ["FbgemmInt8Linear", "Int8Kernel", "Int8Linear", "default_kernel", "quantize_linears"]
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
 QMAX = 127  # symmetric int8: -127..127 (-128 unused, so negation cannot overflow)
 EPS = 1e-12  # an all-zero row keeps a positive scale
+ROW_LEVELS = 63  # fbgemm path: a row's absmax maps to 63 steps; 7 bits, exact on AVX2 (above)
+ROW_ZERO_POINT = 64  # so the uint8 codes are 1..127: two products sum to <= 2*127*127 < 2**15
+
+
+class Int8Kernel(enum.Enum):
+    """Which int8 matrix product `--dtype int8` runs; the same per-row contract either way."""
+
+    INT_MM = "int_mm"  # torch._int_mm, 8-bit activations: fast with AVX512-VNNI/AMX
+    FBGEMM = "fbgemm"  # fbgemm, 7-bit activations: fast on AVX2
+
+
+def default_kernel() -> Int8Kernel:
+    """fbgemm on CPUs whose best instruction set is AVX2 (or less), torch._int_mm elsewhere."""
+    fbgemm = "fbgemm" in torch.backends.quantized.supported_engines
+    wide = torch.backends.cpu.get_cpu_capability() not in ("DEFAULT", "AVX2")
+    return Int8Kernel.INT_MM if wide or not fbgemm else Int8Kernel.FBGEMM
 
 
 class Int8Linear(nn.Module):
@@ -73,12 +99,59 @@ class Int8Linear(nn.Module):
                 f"bias={self.bias is not None}")
 
 
-def quantize_linears(model: ModuleT) -> ModuleT:
-    """A copy of `model` with every `nn.Linear` replaced by an `Int8Linear` (the original is
-    left as it is; tied weights are quantized once per layer that uses them)."""
-    model = copy.deepcopy(model)
+class FbgemmInt8Linear(nn.Module):
+    """`nn.Linear` on fbgemm's int8 kernel: weights per output channel, activations per row
+    on 7 bits (module docstring). Holds no Parameters: it is for inference only."""
+
+    bias: torch.Tensor | None  # (out,) float32
+
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__()
+        self.out_features, self.in_features = linear.weight.shape
+        w = linear.weight.detach().float()  # (out, in)
+        scale = (w.abs().amax(dim=1).clamp_min(EPS) / QMAX).double()  # (out,)
+        with warnings.catch_warnings():  # quantized tensors are deprecated, fbgemm's API is not
+            warnings.simplefilter("ignore", UserWarning)
+            qw = torch.quantize_per_channel(
+                w, scale, torch.zeros_like(scale, dtype=torch.long), 0, torch.qint8
+            )  # (out, in)
+        self._packed = torch.ops.quantized.linear_prepack(qw, None)
+        bias = linear.bias
+        self.register_buffer("bias", None if bias is None else bias.detach().float().clone())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(..., in) float32 → (..., out) float32."""
+        flat = x.reshape(-1, self.in_features).float()  # (M, in)
+        scale = flat.abs().amax(dim=1, keepdim=True).clamp_min(EPS)  # (M, 1)
+        out = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(
+            flat / scale, 1.0 / ROW_LEVELS, ROW_ZERO_POINT, self._packed
+        )  # (M, out): each row in [-1, 1] on one fixed grid, so the same alone or batched
+        out = out.mul_(scale)
+        if self.bias is not None:
+            out = out.add_(self.bias)
+        return out.view(*x.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
+
+
+def quantize_linears(model: ModuleT, kernel: Int8Kernel | None = None) -> ModuleT:
+    """A copy of `model` with every `nn.Linear` replaced by an int8 one on `kernel` (default:
+    `default_kernel()`; the original is left as it is; tied weights are quantized once per layer
+    that uses them)."""
+    kernel = default_kernel() if kernel is None else kernel
+    # a new module tree that shares the original's tensors (inference reads them, never
+    # writes; the linears' weights are replaced anyway): copying 22M weights took ~0.5 s
+    shared = {id(t): t for t in (*model.parameters(), *model.buffers())}
+    model = copy.deepcopy(model, memo=shared)
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             if isinstance(child, nn.Linear):
-                setattr(parent, name, Int8Linear.from_float(child))
+                layer = (
+                    FbgemmInt8Linear(child)
+                    if kernel is Int8Kernel.FBGEMM
+                    else Int8Linear.from_float(child)
+                )
+                setattr(parent, name, layer)
     return model

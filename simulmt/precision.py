@@ -1,0 +1,155 @@
+"""Which inference precision to run on this CPU (`--dtype auto`): measured, not assumed.
+
+The fastest precision depends on the CPU's instructions, not on the model: with AVX512-VNNI
+or AMX, int8 and bfloat16 matrix products are several times faster than float32; on a CPU
+with AVX2 only, bfloat16 is emulated (slower than float32) and the int8 kernel has to be
+fbgemm's (`simulmt.model.int8`). A fixed default was a trap on one or the other: `serve`'s
+int8 default made an AVX2 server 5x slower than float32 (issue #55). So at load each precision
+this CPU runs natively is timed on one representative batched turn (an encoder pass over two
+new words and one decoder step, `TURN_ROWS` streams), best of `REPEATS` interleaved runs, and
+the fastest wins; one that is not clearly faster than float32 (`MIN_GAIN`) never does. The
+timing costs a fraction of a second and is logged with the choice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import torch
+
+from simulmt.model.transformer import SimulTransformer
+from simulmt.runtime import AUTO_DTYPE, DTYPE_NAMES
+
+log = logging.getLogger(__name__)
+
+__all__ = ["PrecisionChoice", "choose_precision", "native_precisions", "pick_fastest"]
+
+FLOAT32 = "float32"
+MIN_GAIN = 0.10  # another precision must beat float32 by 10%: timing noise never picks a slower
+REPEATS = 3  # timed runs per precision (interleaved, best kept: robust to a busy neighbour)
+TURN_ROWS = 8  # streams in the timed turn: a loaded server's batch, where speed matters
+TURN_SOURCE = 16  # source tokens each timed stream has read
+TURN_TARGET = 8  # target tokens each timed stream has written
+
+Convert = Callable[[SimulTransformer, str], SimulTransformer]
+Timer = Callable[[Mapping[str, SimulTransformer]], dict[str, float]]
+
+
+@dataclass(frozen=True)
+class PrecisionChoice:
+    """What was asked, what runs, and the measured time of one turn per precision (ms)."""
+
+    requested: str
+    name: str
+    times_ms: Mapping[str, float]
+
+    def describe(self) -> str:
+        times = ", ".join(f"{k} {v:.1f} ms" for k, v in sorted(self.times_ms.items()))
+        return f"precision {self.name} (asked: {self.requested}; one batched turn: {times})"
+
+
+def native_precisions() -> tuple[str, ...]:
+    """The precisions this CPU runs without emulation: float32 and int8 everywhere (an int8
+    kernel exists for every x86 CPU), bfloat16 only with bf16 instructions (AVX512-BF16, AMX):
+    without them oneDNN emulates it, several times slower than float32."""
+    bf16 = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    return tuple(n for n in DTYPE_NAMES if n != "bfloat16" or bf16)
+
+
+def pick_fastest(times_ms: Mapping[str, float], *, min_gain: float = MIN_GAIN) -> str:
+    """The fastest precision of `times_ms` (which must hold float32), or float32 unless the
+    fastest beats it by at least `min_gain` (a share of float32's time)."""
+    if FLOAT32 not in times_ms:
+        raise ValueError("the timings must include float32, the reference")
+    best = min(times_ms, key=lambda name: times_ms[name])
+    if times_ms[best] <= (1 - min_gain) * times_ms[FLOAT32]:
+        return best
+    return FLOAT32
+
+
+def slower_than_float32(
+    times_ms: Mapping[str, float], name: str, *, min_gain: float = MIN_GAIN
+) -> bool:
+    """Whether `name` is measurably slower than float32 here (by more than `min_gain`)."""
+    return times_ms[name] > (1 + min_gain) * times_ms[FLOAT32]
+
+
+def choose_precision(
+    model: SimulTransformer,
+    requested: str,
+    *,
+    convert: Convert,
+    timer: Timer | None = None,
+    candidates: tuple[str, ...] | None = None,
+) -> tuple[SimulTransformer, PrecisionChoice]:
+    """`model` (float32) in the precision `requested` ("auto" or a name), and the choice.
+
+    auto: every native precision is built with `convert`, timed with `timer` (default
+    `time_turns`) and the fastest kept (`pick_fastest`). An explicit name is obeyed; unless it
+    is float32 it is timed against float32 too, and a warning says so when it is slower."""
+    if requested != AUTO_DTYPE and requested not in DTYPE_NAMES:
+        raise ValueError(
+            f"unknown dtype {requested!r}: accepted are {AUTO_DTYPE}, {', '.join(DTYPE_NAMES)}"
+        )
+    timer = time_turns if timer is None else timer
+    if requested == FLOAT32:
+        return convert(model, FLOAT32), PrecisionChoice(requested, FLOAT32, {})
+    names = (candidates or native_precisions()) if requested == AUTO_DTYPE else (requested,)
+    built = {name: convert(model, name) for name in dict.fromkeys((FLOAT32, *names))}
+    times = timer(built)
+    name = pick_fastest(times) if requested == AUTO_DTYPE else requested
+    choice = PrecisionChoice(requested, name, times)
+    if requested != AUTO_DTYPE and slower_than_float32(times, requested):
+        log.warning(
+            "--dtype %s is slower than float32 on this CPU (%s); --dtype auto picks the fastest",
+            requested,
+            choice.describe(),
+        )
+    else:
+        log.info("%s", choice.describe())
+    return built[name], choice
+
+
+def time_turns(models: Mapping[str, SimulTransformer]) -> dict[str, float]:
+    """Best-of-`REPEATS` ms of one representative batched turn per model, interleaved so that
+    a burst of load from elsewhere hits every precision alike."""
+    turns = {name: _turn(model) for name, model in models.items()}
+    for run in turns.values():  # warm-up: first calls allocate and pick kernels
+        run()
+    best = dict.fromkeys(turns, float("inf"))
+    for _ in range(REPEATS):
+        for name, run in turns.items():
+            start = time.perf_counter()
+            run()
+            best[name] = min(best[name], (time.perf_counter() - start) * 1000)
+    return best
+
+
+def _turn(model: SimulTransformer) -> Callable[[], None]:
+    """One server turn of `TURN_ROWS` streams on random tokens: two new source tokens through
+    the encoder (cache of TURN_SOURCE - 2) and one decoder step (cache of TURN_TARGET)."""
+    cfg = model.cfg
+    b, s, t = TURN_ROWS, TURN_SOURCE, TURN_TARGET
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(4, cfg.vocab_size, (b, s), generator=g)  # (B, S)
+    last = torch.randint(4, cfg.vocab_size, (b,), generator=g)  # (B,)
+    with torch.no_grad():
+        memory, enc = model.encode(ids)  # (B, S, D); per layer (B, H, S, dh)
+        cross = model.cross_kv(memory)  # per layer (B, H, S, dh)
+    enc_past = [(k[:, :, : s - 2], v[:, :, : s - 2]) for k, v in enc]  # causal: a prefix's K/V
+    shape = (b, cfg.n_heads, t, cfg.head_dim)
+    kv = torch.randn(cfg.dec_layers, 2, *shape, generator=g).to(model.dtype)  # (L, 2, B, H, T, dh)
+    past = [(layer[0], layer[1]) for layer in kv]  # per layer (B, H, T, dh)
+    positions = torch.full((b,), t)  # (B,)
+    past_valid = torch.ones(b, t, dtype=torch.bool)  # (B, T)
+    cross_valid = torch.ones(b, s, dtype=torch.bool)  # (B, S)
+
+    @torch.no_grad()
+    def run() -> None:
+        model.encode(ids[:, s - 2 :], past=enc_past, start=s - 2)
+        model.decode_step(last, positions, past, past_valid, cross, cross_valid)
+
+    return run
