@@ -6,6 +6,9 @@
 
 Both run end to end as subprocesses (model loading included); the report gives the speed
 ratio and whether the two agree: per-sentence outputs and delays, BLEU, AL, LAAL, AP, DAL.
+The search options (`simulmt.eval.search_args`: beam, loop guard, precision, …, with
+`simulmt eval`'s defaults) are passed explicitly and identically to both sides; the script
+exits with status 1 when any sentence's output or delays differ.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 from statistics import median
+
+from simulmt.eval.search_args import add_search_arguments
 
 BIN = Path(sys.executable).parent
 
@@ -54,8 +59,38 @@ def simuleval_scores(stdout: str) -> dict[str, float]:
     return dict(zip(header.split(), map(float, row.split()), strict=True))
 
 
+def search_parser() -> argparse.ArgumentParser:
+    """The search options both sides take, with `simulmt eval`'s defaults."""
+    search = argparse.ArgumentParser(add_help=False)
+    add_search_arguments(search)
+    # `auto` times the precisions at every load, so the two processes could pick different
+    # ones: the comparison runs one named precision on both sides (float32 unless told)
+    search.set_defaults(dtype="float32")
+    return search
+
+
+def forwarded(
+    search: argparse.ArgumentParser, args: argparse.Namespace, dtype_flag: str
+) -> list[str]:
+    """Every search option as a command-line argument, the precision under `dtype_flag`."""
+    out: list[str] = []
+    for action in search._actions:
+        if not action.option_strings:
+            continue
+        value = getattr(args, action.dest)
+        flag = dtype_flag if action.dest == "dtype" else action.option_strings[0]
+        if isinstance(action, argparse._StoreTrueAction):
+            out += [flag] if value else []
+        else:
+            out += [flag, str(value)]
+    return out
+
+
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    search = search_parser()
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter, parents=[search]
+    )
     p.add_argument("--source", type=Path, required=True)
     p.add_argument("--reference", type=Path, required=True)
     p.add_argument("--policy", default="wait-k:k=3")
@@ -71,7 +106,6 @@ def main() -> int:
         default=None,
         help="torch threads of the SimulEval run (default: --threads x --jobs, the same cores)",
     )
-    p.add_argument("--dtype", default="float32", help="inference precision in both runs")
     p.add_argument(
         "--repeats",
         type=int,
@@ -111,8 +145,7 @@ def main() -> int:
         str(args.threads),
         "--jobs",
         str(args.jobs),
-        "--dtype",
-        args.dtype,
+        *forwarded(search, args, "--dtype"),
         *model_args,
     ]
     se_cmd = [
@@ -135,8 +168,7 @@ def main() -> int:
         "AP",
         "DAL",
         "--no-progress-bar",
-        "--precision",
-        args.dtype,
+        *forwarded(search, args, "--precision"),
         *model_args,
     ]
     ratios: list[tuple[float, float]] = []
@@ -178,7 +210,11 @@ def main() -> int:
     ]:
         print(f"  {name:5s} {mine[key]:10.3f}{skip.get(key, mine[key]):14.3f}{theirs[name]:11.3f}")
     print(f"empty hypotheses: {mine['empty']} (simulmt scores them as full latency by default)")
+    print(f"search options (both): {' '.join(forwarded(search, args, '--dtype'))}")
     print(f"files in {tmp}")
+    if same != len(a):
+        print(f"FAILED: {len(a) - same} sentences differ in output or delays", file=sys.stderr)
+        return 1
     return 0
 
 

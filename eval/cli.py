@@ -22,11 +22,10 @@ from simulmt.eval.corpus import (
 from simulmt.eval.options import RunConfig
 from simulmt.eval.quality import QualityScores, corpus_quality, quality_from_statistics
 from simulmt.eval.report import PolicyResult, degeneracy_warning, format_table
+from simulmt.eval.search_args import add_search_arguments, search_settings
 from simulmt.eval.sweep import expand_sweep
 
 from simulmt.inputs import InputKind
-from simulmt.runtime import add_dtype_argument
-from simulmt.search.options import CLI_LOOP_GUARD, Scoring, WriteUnit
 from simulmt.segment.views import SourceStyle, recognizer_view
 from simulmt.sentences import Segmentation
 
@@ -54,53 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     a("--source", type=Path, required=True, help="source sentences, one per line")
     a("--reference", type=Path, required=True, help="reference translations, one per line")
-    a("--beam", type=int, default=1, help="beam size (default 1: greedy)")
-    a(
-        "--scoring",
-        choices=[s.value for s in Scoring],
-        default=RunConfig.scoring.value,
-        help="how the beam ranks hypotheses of different lengths "
-        f"(default {RunConfig.scoring.value})",
-    )
-    a(
-        "--alpha",
-        type=float,
-        default=RunConfig.alpha,
-        help=f"GNMT length-normalization exponent (default {RunConfig.alpha})",
-    )
-    a(
-        "--speculate",
-        type=int,
-        default=RunConfig.speculate,
-        metavar="N",
-        help="with --beam > 1 and a simultaneous policy: commit a token once every hypothesis "
-        "agrees on it or the beam has searched N tokens past what is committed (speculative "
-        f"beam search, Zheng et al. 2019; default {RunConfig.speculate})",
-    )
-    a(
-        "--coverage",
-        type=float,
-        default=RunConfig.beta,
-        metavar="BETA",
-        help="GNMT coverage penalty weight for beam search: favours finished hypotheses that "
-        f"attended to every source token (default {RunConfig.beta}: off)",
-    )
-    a(
-        "--unit",
-        choices=[u.value for u in WriteUnit],
-        default=RunConfig.unit.value,
-        help="what one WRITE writes: a whole target word (default) or one subword token "
-        "(the token-level schedules of earlier releases, for comparison)",
-    )
-    a(
-        "--loop-guard",
-        type=int,
-        default=CLI_LOOP_GUARD,
-        metavar="N",
-        help="ban the token that would repeat a cycle of up to N tokens a third time in a row, "
-        "and a second sentence stop right after one ('..') "
-        f"(degenerate loops on unfamiliar input; default {CLI_LOOP_GUARD}; 0: off)",
-    )
+    add_search_arguments(parser)  # beam, scoring, speculation, guard, numbers, dtype
     a("--model", type=Path, default=None, help="model folder (default: the bundled model)")
     a(
         "--output",
@@ -146,7 +99,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="torch CPU threads (default: torch's choice; 1 avoids contention on a busy machine)",
     )
-    add_dtype_argument(parser)  # every command line's precision option (auto: measured)
     a("--no-progress", action="store_true", help="no progress bar")
     a(
         "--long-form",
@@ -198,13 +150,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="give hesitation sounds (äh, ähm, hm; dropped by default, as `serve` does) to the "
         "model",
-    )
-    a(
-        "--keep-number-format",
-        action="store_true",
-        help="write numbers as the model copies them (German 2.100, 16,1); by default, as "
-        "`serve` does, a number copied in the source's notation is written in the target's "
-        "(2,100, 16.1)",
     )
     a(
         "--groups",
@@ -282,19 +227,12 @@ def run(args: argparse.Namespace) -> int:
 def run_config_from_args(args: argparse.Namespace) -> RunConfig:
     """The simulation options of the command line (sentence-level and long-form runs)."""
     return RunConfig(
-        beam=args.beam,
+        **search_settings(args),
         batch_size=args.batch_size,
         jobs=args.jobs,
-        scoring=Scoring(args.scoring),
-        alpha=args.alpha,
-        beta=args.coverage,
-        speculate=args.speculate,
-        unit=WriteUnit(args.unit),
-        loop_guard=args.loop_guard,
         segmentation=Segmentation(args.segmentation),
         lookahead=args.lookahead,
         drop_fillers=not args.keep_fillers,
-        localise_numbers=not args.keep_number_format,
         input_kind=InputKind.TEXT if args.input == "auto" else InputKind(args.input),
         restore_lookahead=args.restore_lookahead,
     )

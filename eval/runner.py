@@ -44,7 +44,7 @@ from simulmt.session import (
 )
 from simulmt.updates import Update
 
-__all__ = ["RunConfig", "Simulation", "simulate"]
+__all__ = ["RunConfig", "Simulation", "open_session", "simulate"]
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +139,25 @@ def _per_word(line: int, update: Update, n_words: int) -> tuple[tuple[int, ...],
     )
 
 
+def open_session(
+    engine: Engine, policy: Policy | str, config: RunConfig, *, tentative: bool
+) -> Session:
+    """A line's session as `config` says: the evaluator and the SimulEval agent both open
+    theirs here, so the two translate every line alike."""
+    return Session(
+        engine,
+        policy=policy,
+        options=config.search_options(),
+        tentative=tentative,
+        segmentation=config.segmentation,
+        lookahead=config.lookahead,
+        drop_fillers=config.drop_fillers,
+        localise_numbers=config.localise_numbers,
+        input_kind=config.input_kind,
+        restore_lookahead=config.restore_lookahead,
+    )
+
+
 def _run_pool(
     engine: Engine,
     policy: Policy,
@@ -163,18 +182,7 @@ def _run_pool(
             track = next(todo, None)
             if track is None:
                 break
-            session = Session(
-                engine,
-                policy=policy,
-                options=config.search_options(),
-                tentative=track.record_displays,
-                segmentation=config.segmentation,
-                lookahead=config.lookahead,
-                drop_fillers=config.drop_fillers,
-                localise_numbers=config.localise_numbers,
-                input_kind=config.input_kind,
-                restore_lookahead=config.restore_lookahead,
-            )
+            session = open_session(engine, policy, config, tentative=track.record_displays)
             active.append((track, session))
         if not active:
             return sorted(done, key=lambda st: st.index)

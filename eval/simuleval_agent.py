@@ -2,7 +2,7 @@
 
     simuleval --agent-class simulmt.eval.simuleval_agent.SimulmtAgent \\
         --source src.txt --target ref.txt --policy wait-k:k=3 [--model DIR] [--beam N] \\
-        --output out/
+        [--loop-guard N] [--precision int8] --output out/
 
 or ``--agent path/to/simuleval_agent.py`` (the class registers itself with ``@entrypoint``;
 add ``--agent-class agents.SimulmtAgent`` only if other entry points are loaded too).
@@ -11,6 +11,12 @@ SimulEval sends one source word per call and counts every WriteAction as written
 words sent so far; a second WriteAction would cost another source word. So all the words our
 session commits at one source position go out as ONE WriteAction, space-joined. Once the
 source is complete, the rest of the translation is written in one final WriteAction.
+
+The search options (beam, scoring, speculation, coverage, write unit, loop guard, premature
+stops, number notation, precision) are `simulmt eval`'s, added by the same function with the
+same defaults, and each line's session is opened as the evaluator opens it: the two give the
+same output and delays on every line. Only the precision's flag differs, ``--precision``:
+SimulEval owns ``--dtype``.
 """
 
 from __future__ import annotations
@@ -22,10 +28,12 @@ from simuleval.agents import TextToTextAgent
 from simuleval.agents.actions import Action, ReadAction, WriteAction
 from simuleval.agents.states import AgentStates
 from simuleval.utils import entrypoint
+from simulmt.eval.options import RunConfig
+from simulmt.eval.runner import open_session
+from simulmt.eval.search_args import add_search_arguments, search_settings
 from simulmt.policies.registry import load_policy
 
 from simulmt.engine import Engine
-from simulmt.runtime import DTYPE_NAMES
 from simulmt.session import Session, advance
 
 __all__ = ["SimulmtAgent"]
@@ -38,7 +46,7 @@ class SimulmtAgent(TextToTextAgent):
     def __init__(self, args: argparse.Namespace) -> None:
         load_policy(args.policy)  # a bad spec fails here with the accepted grammar
         self.policy_spec: str = args.policy
-        self.beam: int = args.beam
+        self.config = RunConfig(**search_settings(args))
         self.engine = Engine.load(Path(args.model) if args.model else None, dtype=args.precision)
         self.session: Session | None = None
         self.fed = 0  # source words of the current sentence given to the session
@@ -48,17 +56,11 @@ class SimulmtAgent(TextToTextAgent):
     def add_args(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--policy", default="wait-k:k=3", help="policy spec (simulmt)")
         parser.add_argument("--model", default=None, help="simulmt model folder (default bundled)")
-        parser.add_argument("--beam", type=int, default=1, help="beam size")
-        parser.add_argument(  # SimulEval owns --dtype (fp16/fp32 for its own models)
-            "--precision",
-            choices=DTYPE_NAMES,
-            default="float32",
-            help="simulmt inference precision",
-        )
+        add_search_arguments(parser, dtype_flag="--precision")  # SimulEval owns --dtype
 
     def reset(self) -> None:
         super().reset()
-        self.session = Session(self.engine, policy=self.policy_spec, beam=self.beam)
+        self.session = open_session(self.engine, self.policy_spec, self.config, tentative=False)
         self.fed = 0
 
     def policy(self, states: AgentStates | None = None) -> Action:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -15,12 +16,13 @@ from simulmt.eval.instances import read_instances
 from simulmt.eval.loops import loop_rate
 from simulmt.eval.quality import corpus_quality, quality_from_statistics
 from simulmt.eval.runner import RunConfig, simulate
+from simulmt.eval.search_args import add_search_arguments, search_settings
 
 from simulmt.data.tokenizer import EOS_ID
 from simulmt.engine import Engine
 from simulmt.model.checkpoint import save_checkpoint
 from simulmt.model.int8 import FbgemmInt8Linear, Int8Linear
-from simulmt.search.options import WriteUnit
+from simulmt.search.options import CLI_LOOP_GUARD, WriteUnit
 from simulmt.session import InputError, Session
 
 SOURCES = ["Ich habe heute ein Buch gelesen", "Der Hund läuft .", "a b . c d e"]
@@ -363,7 +365,13 @@ def test_simuleval_cli_with_adapter_agrees(
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     theirs = read_instances(out / "instances.log")
-    ours = simulate(engine, policy, SOURCES, REFERENCES, config=SERIAL).stats
+    # `simulmt eval`'s defaults (the loop guard on, unlike the library's RunConfig): the agent
+    # takes the same search arguments with the same defaults
+    parser = argparse.ArgumentParser()
+    add_search_arguments(parser)
+    config = RunConfig(batch_size=1, **search_settings(parser.parse_args([])))
+    assert config.loop_guard == CLI_LOOP_GUARD
+    ours = simulate(engine, policy, SOURCES, REFERENCES, config=config).stats
     assert [(s.prediction, s.delays) for s in theirs] == [(s.prediction, s.delays) for s in ours]
 
 
