@@ -1,7 +1,7 @@
 """Serve live captions over websockets (`simulmt.v1`), the captions page and /healthz.
 
 simulmt serve                                  # bundled model, http://127.0.0.1:8765/
-simulmt serve --host 0.0.0.0 --token S --allowed-origins https://talks.example.org
+simulmt serve --host 0.0.0.0 --token-file /etc/simulmt/token --allowed-origins https://talks.example.org
 simulmt serve --workers 2 --port 8701          # processes on 8701, 8702 (for nginx)
 """
 
@@ -19,8 +19,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from simulmt.server.app import CaptionServer
+from simulmt.server.auth import read_token_file
+from simulmt.server.cli_limits import add_limit_arguments, limit_child_args, limit_options
 from simulmt.server.config import Limits, ServerConfig
 
+from simulmt.devices import add_device_argument, resolve_device
 from simulmt.engine import Engine
 from simulmt.runtime import CLI_DTYPE, add_dtype_argument
 from simulmt.search.options import CLI_LOOP_GUARD
@@ -32,6 +35,7 @@ logger = logging.getLogger(__name__)
 # server in a test decides exactly as a Session alone). The precision: CLI_DTYPE (auto, the
 # fastest measured on this CPU; a fixed int8 was 5x slower than float32 on AVX2-only CPUs);
 # the loop guard: looping outputs on newstest2015 8.7% -> 0.2% (bench/RESULTS.md, README).
+EXIT_WORKER_FAILED = 3  # the model worker died or got stuck (1: could not start or load)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,17 +56,45 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=d.max_sessions,
         help=f"concurrent sessions per process (default {d.max_sessions})",
     )
-    parser.add_argument(
+    secret = parser.add_mutually_exclusive_group()
+    secret.add_argument(
         "--token",
         default=os.environ.get("SIMULMT_TOKEN"),
-        help="require this token (?token= or Bearer); default $SIMULMT_TOKEN",
+        help="require this token (start.token, Bearer or ?token=); default $SIMULMT_TOKEN; "
+        "--token-file keeps it out of `ps`",
+    )
+    secret.add_argument(
+        "--token-file",
+        type=Path,
+        help="require the token held in this file (one line)",
     )
     parser.add_argument(
         "--allowed-origins",
         nargs="+",
-        default=[],
+        default=None,
         metavar="ORIGIN",
-        help="browser origins allowed to connect (default: any)",
+        help="browser origins allowed to connect besides the server's own page ('*': any); "
+        "default: any on a loopback --host or with a token, else the server's own page only",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=d.metrics_port,
+        help="serve GET /metrics (Prometheus) on this separate port, without token (default: "
+        "on the main port, behind the token when there is one)",
+    )
+    parser.add_argument(
+        "--metrics-host",
+        default=d.metrics_host,
+        help=f"address of the --metrics-port listener (default {d.metrics_host})",
+    )
+    parser.add_argument(
+        "--worker-stall-s",
+        type=float,
+        default=d.worker_stall_s,
+        help="a model turn running longer than this means the worker is stuck: /healthz turns "
+        f"503 and the process exits with status {EXIT_WORKER_FAILED} (default "
+        f"{d.worker_stall_s:g})",
     )
     parser.add_argument(
         "--max-batch",
@@ -130,15 +162,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Python thread switch interval (default 0.5; CPython's own is 5)",
     )
     add_dtype_argument(parser)
+    add_device_argument(parser)
+    add_limit_arguments(parser)
+
+
+def token_from_args(args: argparse.Namespace) -> str | None:
+    """The token of --token-file, else of --token / $SIMULMT_TOKEN; ValueError if unreadable."""
+    if args.token_file is not None:
+        return read_token_file(args.token_file)
+    return args.token or None
 
 
 def config_from_args(args: argparse.Namespace, *, port: int | None = None) -> ServerConfig:
+    origins = args.allowed_origins
     return ServerConfig(
         host=args.host,
         port=args.port if port is None else port,
         max_sessions=args.max_sessions,
-        token=args.token or None,
-        allowed_origins=tuple(args.allowed_origins),
+        token=token_from_args(args),
+        allowed_origins=None if origins is None else tuple(origins),
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
+        worker_stall_s=args.worker_stall_s,
         max_batch=args.max_batch,
         batch_window_ms=args.batch_window_ms,
         steps_per_turn=args.steps_per_turn,
@@ -146,6 +191,7 @@ def config_from_args(args: argparse.Namespace, *, port: int | None = None) -> Se
         limits=Limits(idle_timeout_s=args.idle_timeout),
         resume_window_s=args.resume_window_s,
         route=args.route,
+        **limit_options(args),
     )
 
 
@@ -155,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         config = config_from_args(args)
+        resolve_device(args.device)  # a missing GPU fails here, before anything starts
     except ValueError as e:
         print(f"simulmt serve: {e}", file=sys.stderr)
         return 2
@@ -168,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
     if args.tiny:
         load, name = functools.partial(Engine.tiny, 0), "tiny-0"
     else:
-        load = functools.partial(Engine.load, args.model, dtype=args.dtype)
+        load = functools.partial(Engine.load, args.model, dtype=args.dtype, device=args.device)
         name = str(args.model or "default")
         logger.info(
             "precision %s, loop guard %s (serve's live defaults: --dtype %s --loop-guard %d)",
@@ -210,8 +257,17 @@ async def _serve(config: ServerConfig, load: Callable[[], Engine], name: str) ->
             f"(websocket ws://{host}:{server.port}/ws, instance {server.instance})",
             flush=True,
         )
-    await stop.wait()
+    failed = asyncio.create_task(server.failed.wait())
+    await asyncio.wait({failed, asyncio.create_task(stop.wait())}, return_when="FIRST_COMPLETED")
     await server.stop()
+    if server.failed.is_set():
+        state = server.worker_failure.value if server.worker_failure else "failed"
+        print(
+            f"simulmt serve: the model worker is {state}; exiting with status "
+            f"{EXIT_WORKER_FAILED} so that a supervisor restarts the server",
+            file=sys.stderr,
+        )
+        return EXIT_WORKER_FAILED
     return 0
 
 
@@ -220,8 +276,9 @@ def _supervise(args: argparse.Namespace) -> int:
     threads = args.threads or max(1, (os.cpu_count() or 1) // args.workers)
     base = [sys.executable, "-m", "simulmt.cli"] + (["-v"] if args.verbose else []) + ["serve"]
     env = dict(os.environ)
-    if args.token:
-        env["SIMULMT_TOKEN"] = args.token  # not on the command line, where `ps` shows it
+    token = token_from_args(args)
+    if token:
+        env["SIMULMT_TOKEN"] = token  # not on the command line, where `ps` shows it
     children = [
         subprocess.Popen(base + _child_args(args, port=args.port + i, threads=threads), env=env)
         for i in range(args.workers)
@@ -268,11 +325,18 @@ def _child_args(args: argparse.Namespace, *, port: int, threads: int) -> list[st
         str(threads),
         "--dtype",
         args.dtype,
+        "--device",
+        args.device,
     ]
+    out += limit_child_args(args)
     if args.tiny:
         out.append("--tiny")
     elif args.model is not None:
         out += ["--model", str(args.model)]
-    if args.allowed_origins:
+    if args.allowed_origins is not None:
         out += ["--allowed-origins", *args.allowed_origins]
+    if args.metrics_port is not None:  # one port per process, as for the main port
+        out += ["--metrics-port", str(args.metrics_port + port - args.port)]
+        out += ["--metrics-host", args.metrics_host]
+    out += ["--worker-stall-s", str(args.worker_stall_s)]
     return out  # the token goes through the environment, not the process list

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import asdict, dataclass, field
 
 PROTOCOL = "simulmt.v1"  # the protocol this server speaks; a client's `start` names it
@@ -29,12 +30,46 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class Admission:
+    """Who may connect, and how much one connection may send: safe on a public address."""
+
+    handshake_timeout_s: float = 10.0  # a connection that has not sent `start` by then is closed
+    # connections that have not sent `start` (they hold no session slot) at any one time
+    max_unstarted: int = 64
+    max_connections_per_ip: int = 16  # open websockets per client address (a class room: one)
+    max_sessions_per_ip: int = 8  # sessions per client address, parked ones included
+    # proxies (addresses or networks) whose X-Forwarded-For names the real client; () = none
+    trusted_proxies: tuple[str, ...] = ()
+    # per connection: a speaker sends ~3 words/s; a resume re-sends a backlog at once (burst)
+    messages_per_s: float = 20.0
+    burst_messages: int = 200
+    bytes_per_s: float = 64 * 1024
+    burst_bytes: int = 1024 * 1024  # one frame of hard_max_bytes fits
+    max_queue: int = 4  # unread frames websockets buffers per connection (each <= hard_max)
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if name != "trusted_proxies" and value <= 0:
+                raise ValueError(f"Admission.{name} must be > 0, got {value!r}")
+        for proxy in self.trusted_proxies:
+            try:
+                ipaddress.ip_network(proxy, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"trusted proxy {proxy!r} is not an IP address or network (e.g. 10.0.0.0/8)"
+                ) from None
+
+
+@dataclass(frozen=True)
 class ServerConfig:
     host: str = "127.0.0.1"  # loopback unless asked: the server has no TLS of its own
     port: int = 8765  # 0 = any free port (tests)
     max_sessions: int = 200  # the load goal is >= 100 concurrent sessions on 2 cores
     token: str | None = None  # shared secret; None = no authentication
-    allowed_origins: tuple[str, ...] = ()  # browser Origin values allowed; () = any origin
+    # browser Origin values admitted besides the server's own page; "*": any origin. None (not
+    # set): any origin on a loopback host or with a token, else the server's own page only
+    # (any web page could otherwise open sessions on a public server without a token)
+    allowed_origins: tuple[str, ...] | None = None
     limits: Limits = field(default_factory=Limits)
     max_batch: int = 64  # sessions advanced in one batched call; 1 = one session at a time
     # after work arrives, wait up to this long for more sessions to join the batch (0: never):
@@ -44,7 +79,12 @@ class ServerConfig:
     # transport cap: frames above this are cut by websockets itself (1009, no `error` first)
     hard_max_bytes: int = 1024 * 1024
     outbox_high_water: int = 256  # pause a session while this many of its messages are unsent
-    max_inflight_words: int = 256  # stop reading a client while this many words await the model
+    # words that may wait for the model per session while the reader goes on reading (so pings,
+    # flush and end are always answered); a `source` past it is refused (`backlog_full`). A
+    # client at speaking rate never comes near; a pasted 4000-word talk fits
+    max_backlog_words: int = 4096
+    drain_timeout_s: float = 30.0  # a client that reads none of its output this long: 1008
+    admission: Admission = field(default_factory=Admission)
     write_limit_bytes: int = 64 * 1024  # per connection: send() waits beyond this (slow readers)
     ping_interval_s: float | None = 20.0  # keeps nginx's 60 s proxy_read_timeout from cutting us
     ping_timeout_s: float | None = 20.0  # a peer that misses a pong this long is dead
@@ -60,8 +100,17 @@ class ServerConfig:
     # messages kept per session for a resume's replay (~200 bytes each): more than a
     # connection has in flight when it drops (the outbox pauses at outbox_high_water)
     replay_messages: int = 1024
+    replay_bytes: int = 512 * 1024  # and at most this many bytes of them (a final can be 6 KB)
     # this process's name for a sticky proxy (deploy/nginx.conf maps ?route= to it); None: alone
     route: str | None = None
+    # GET /metrics (Prometheus) on a separate listener at metrics_host:metrics_port; None: on the
+    # main port, behind the token when there is one
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"  # a scraper on this machine; an internal address otherwise
+    # a model turn running longer than this means a stuck worker: /healthz 503, process exits
+    # (a step of the bundled model takes milliseconds; loading the model is not a turn)
+    worker_stall_s: float = 60.0
+    step_retries: int = 2  # failed batched turns in a row a session is retried alone after
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -83,8 +132,12 @@ class ServerConfig:
                 f"hard_max_bytes ({self.hard_max_bytes}) must be >= "
                 f"limits.max_message_bytes ({self.limits.max_message_bytes})"
             )
-        if self.outbox_high_water < 2 or self.max_inflight_words < 1:
-            raise ValueError("need outbox_high_water >= 2 and max_inflight_words >= 1")
+        if self.outbox_high_water < 2 or self.max_backlog_words < 1:
+            raise ValueError("need outbox_high_water >= 2 and max_backlog_words >= 1")
+        if self.drain_timeout_s <= 0 or self.replay_bytes < self.limits.max_message_bytes:
+            raise ValueError(
+                "need drain_timeout_s > 0 and replay_bytes >= limits.max_message_bytes"
+            )
         if self.resume_window_s < 0:
             raise ValueError(f"resume_window_s must be >= 0, got {self.resume_window_s}")
         if self.replay_messages < self.outbox_high_water:
@@ -92,5 +145,9 @@ class ServerConfig:
                 f"replay_messages ({self.replay_messages}) must be >= outbox_high_water "
                 f"({self.outbox_high_water}): a resume must be able to replay a full outbox"
             )
+        if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
+            raise ValueError(f"metrics_port must be in 0..65535, got {self.metrics_port}")
+        if self.worker_stall_s <= 0 or self.step_retries < 0:
+            raise ValueError("need worker_stall_s > 0 and step_retries >= 0")
         if self.token == "":
             raise ValueError("token must be a non-empty string or None")

@@ -3,11 +3,13 @@
 Every protocol rule lives in the machine (machine.py); this module reads frames into it and
 carries out its effects: send, close, hand ops to the model worker, build a session, attach to
 a parked one. Two tasks per connection: the reader, and the writer, which sends the outbox in
-order. Backpressure, so that a slow reader stalls only its own session and never grows memory
-without bound: `send()` waits on the socket's write buffer; while `outbox_high_water`
-messages are unsent the worker computes nothing for this session; and the reader takes no new
-input while the outbox is full or `max_inflight_words` words still wait for the model.
-A connection that drops (1006, 1001) parks its session for a resume.
+order. The reader never stops reading, so pings, `flush` and `end` are always answered and the
+idle timer always runs; what bounds memory is the rate limit on frames and bytes, the
+machine's `max_backlog_words`, and the outbox: `send()` waits on the socket's write buffer and
+while `outbox_high_water` messages are unsent the worker computes nothing for this session. A
+client that reads none of its output for `drain_timeout_s` is closed with 1008.
+A connection the network dropped (1006, 1001) parks its session for a resume; one this server
+closed (1007, 1008, 1009, 1011, a protocol error) ends it.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ from simulmt.server.machine import (
     Close,
     Discard,
     Effect,
+    Phase,
     Send,
     SessionMachine,
     Submit,
 )
 from simulmt.server.protocol import ErrorCode, ProtocolError, Start
+from simulmt.server.ratelimit import RateLimiter
 from simulmt.server.sessions import Hosted, SessionTable
 from simulmt.server.worker import Stream, Worker
 from websockets.asyncio.server import ServerConnection
@@ -41,6 +45,21 @@ from simulmt.session import Session, SessionLimits
 
 logger = logging.getLogger(__name__)
 PARK_CODES = frozenset({CloseCode.ABNORMAL_CLOSURE, CloseCode.GOING_AWAY})  # 1006, 1001
+KEEPALIVE_TIMEOUT = "keepalive ping timeout"  # websockets' reason: the peer missed a pong
+CLOSE_TIMEOUT_S = 5.0  # a close waits this long for the client, then the socket is aborted
+
+
+def dropped_by_network(ws: ServerConnection) -> bool:
+    """True when the network lost the connection (the session is parked for a resume); False
+    when this server closed it itself (1007 bad UTF-8, 1008, 1009, 1011, a protocol error),
+    except for a keepalive timeout, which is the network's failure, or the client closed it
+    with a code other than 1001."""
+    protocol = ws.protocol
+    sent = protocol.close_sent
+    by_server = sent is not None and protocol.close_rcvd_then_sent is not True
+    if by_server and sent is not None and sent.reason != KEEPALIVE_TIMEOUT:
+        return False
+    return ws.close_code in PARK_CODES
 
 
 class Connection:
@@ -52,8 +71,11 @@ class Connection:
         worker: Worker,
         table: SessionTable,
         machine: SessionMachine,
+        address: str = "",
     ) -> None:
         self.ws = ws
+        self.address = address  # the client's address (X-Forwarded-For from a trusted proxy)
+        self.limiter = RateLimiter(config.admission)
         self.config = config
         self.worker = worker
         self.table = table
@@ -61,8 +83,6 @@ class Connection:
         self.hosted: Hosted | None = None  # the session this connection carries, once started
         self.max_outbox = 0  # high-water mark actually reached (for tests and stats)
         self._outbox: asyncio.Queue[Send | Close] = asyncio.Queue()
-        self._room = asyncio.Event()  # set while the reader may take more input
-        self._room.set()
         self._paused = False  # the worker holds this session back: its outbox is full
         self._closing = False  # a close is queued or done; input is ignored
         self._detached = False  # a resume moved the session to another connection
@@ -89,10 +109,13 @@ class Connection:
         hosted = self.hosted
         if hosted is None or hosted.owner is not self:
             return
-        code = self.ws.close_code
-        if self.machine.parkable and code in PARK_CODES:
+        if self.machine.parkable and dropped_by_network(self.ws):
             self.table.park(hosted)
         else:
+            logger.debug(
+                "session %s ended: closed %s %s",
+                self.machine.session_id, self.ws.close_code, self.ws.close_reason,
+            )  # fmt: skip
             self.table.remove(hosted)
 
     def begin_shutdown(self) -> None:
@@ -101,21 +124,27 @@ class Connection:
             self.machine.shutdown()
             self.pump()
 
-    async def force_close(self) -> None:
-        """Shutdown grace time is over: close now, even under a send stuck on a slow reader."""
+    def abort(self) -> None:
+        """Shutdown grace time is over: drop the socket now, without waiting on its buffers."""
         self._closing = True
-        self._room.set()
-        await self.ws.close(CloseCode.GOING_AWAY, "server shutting down")
+        self.ws.transport.abort()
+
+    async def close(self, code: int, reason: str) -> None:
+        """Close, but never wait on a client that reads nothing: abort after CLOSE_TIMEOUT_S."""
+        try:
+            async with asyncio.timeout(CLOSE_TIMEOUT_S):
+                await self.ws.close(code, reason)
+        except TimeoutError:
+            self.ws.transport.abort()
 
     def detach(self) -> None:
         """A resume on another connection took the session: this one just closes."""
         self._detached = True
         self._closing = True
-        self._room.set()
         if self._writer is not None:
             self._writer.cancel()
         self._closer = asyncio.create_task(
-            self.ws.close(CloseCode.POLICY_VIOLATION, "session resumed on another connection")
+            self.close(CloseCode.POLICY_VIOLATION, "session resumed on another connection")
         )
 
     # ---- effects ----
@@ -135,7 +164,6 @@ class Connection:
         elif isinstance(effect, Close):
             self._closing = True
             self._outbox.put_nowait(effect)
-            self._room.set()  # the reader must not wait for room that will never come
         elif isinstance(effect, Submit) and stream is not None:
             self.worker.submit(stream, effect.op)
         elif isinstance(effect, Discard) and stream is not None:
@@ -145,50 +173,71 @@ class Connection:
 
     def _flow(self) -> None:
         """Backpressure: pause the session's compute while the client is not reading (high
-        water; resume at half of it), and read no input while the model has a backlog."""
+        water; resume at half of it)."""
         queued, high = self._outbox.qsize(), self.config.outbox_high_water
         pause = queued >= high or (self._paused and queued > high // 2)
         stream = self.hosted.stream if self.hosted is not None else None
         if stream is not None and pause != self._paused:
             self._paused = pause
             self.worker.set_paused(stream, pause)
-        busy = self.machine.inflight >= self.config.max_inflight_words
-        if self._closing or not (pause or busy):
-            self._room.set()
-        else:
-            self._room.clear()
 
     async def _write_loop(self) -> None:
+        drain = self.config.drain_timeout_s
         try:
             while True:
                 item = await self._outbox.get()
                 self._flow()
                 if isinstance(item, Close):
-                    await self.ws.close(item.code, item.reason)
+                    await self.close(item.code, item.reason)
                     return
-                await self.ws.send(item.text)
+                try:
+                    async with asyncio.timeout(drain):  # send() waits while the buffer is full
+                        await self.ws.send(item.text)
+                except TimeoutError:
+                    logger.info(
+                        "session %s: the client read none of its output for %g s; closing 1008",
+                        self.machine.session_id, drain,
+                    )  # fmt: skip
+                    await self.close(CloseCode.POLICY_VIOLATION, f"output not read for {drain:g} s")
+                    return
         except ConnectionClosed:
             pass
         finally:
             self._closing = True
-            self._room.set()
 
     # ---- input ----
+    def _read_timeout(self) -> float | None:
+        if self._closing:
+            return None  # the close has its own timeout
+        if self.machine.phase is Phase.AWAITING_START:
+            return self.config.admission.handshake_timeout_s
+        return self.config.limits.idle_timeout_s
+
+    def _timed_out(self) -> None:
+        """No frame for the read timeout: close, unless words sent are still being translated
+        (a client waiting for its backlog is not idle)."""
+        if self.machine.inflight > 0 and self.machine.phase is not Phase.AWAITING_START:
+            return
+        self.machine.idle()
+        self.pump()
+
     async def _read_loop(self) -> None:
-        idle = self.config.limits.idle_timeout_s
-        while True:
-            await self._room.wait()
+        while True:  # never waits for room: control frames are always read and answered
             try:
-                async with asyncio.timeout(idle if not self._closing else None):
+                async with asyncio.timeout(self._read_timeout()):
                     frame = await self.ws.recv()
             except TimeoutError:
-                self.machine.idle()
-                self.pump()
+                self._timed_out()
                 continue
             except ConnectionClosed:
                 return
             if self._closing or self._detached:
                 continue  # keep draining so that the closing handshake can complete
+            flood = self.limiter.allow(_size(frame))
+            if flood is not None:
+                self.machine.rate_limited(flood)
+                self.pump()
+                continue
             self.machine.receive(frame)
             effects = self.machine.take()
             for effect in effects:
@@ -202,11 +251,17 @@ class Connection:
 
     async def _build(self, start: Start) -> None:
         machine = self.machine
+        per_address = self.config.admission.max_sessions_per_ip
+        if self.table.sessions_from(self.address) >= per_address:
+            why = f"this address has its limit of {per_address} sessions (parked ones count)"
+            machine.start_failed(ProtocolError(ErrorCode.OVERLOADED, why + "; retry later"))
+            return
         hosted = self.table.reserve(machine)
         if hosted is None:
             why = f"the server is at its limit of {self.table.max_sessions} sessions"
             machine.start_failed(ProtocolError(ErrorCode.OVERLOADED, why + "; retry later"))
             return
+        hosted.address = self.address
         try:
             session = await self.worker.call(self._session_factory(start))
         except Exception as e:
@@ -239,6 +294,10 @@ class Connection:
             self._paused = False
             self.worker.set_paused(hosted.stream, False)
         self.machine.replay(effect.resume.last_seq)
+
+
+def _size(frame: str | bytes) -> int:
+    return len(frame) if isinstance(frame, bytes) else len(frame.encode("utf-8", "surrogatepass"))
 
 
 class _Factory:

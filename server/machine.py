@@ -18,7 +18,9 @@ import logging
 from collections import deque
 from dataclasses import dataclass
 
+from simulmt.server.auth import token_matches
 from simulmt.server.config import ServerConfig
+from simulmt.server.events import NO_EVENTS, SessionEvents
 from simulmt.server.ops import Delivery, Marker, Op, OpKind
 from simulmt.server.protocol import (
     End,
@@ -38,6 +40,7 @@ from simulmt.server.protocol import (
     unknown_fields_text,
     update_messages,
 )
+from simulmt.server.textcheck import clean_words, scrub
 from websockets.frames import CloseCode
 
 logger = logging.getLogger(__name__)
@@ -96,6 +99,8 @@ class SessionMachine:
         session_id: str,
         model: str,
         token: str,
+        require_token: str | None = None,
+        events: SessionEvents = NO_EVENTS,
         precision: str | None = None,
     ) -> None:
         self.config = config
@@ -103,6 +108,8 @@ class SessionMachine:
         self.model = model
         self.precision = precision  # what the model runs in (`--dtype auto` picks it at load)
         self.token = token  # the resume token, announced in the `session` message
+        self.require_token = require_token  # the server's token, which `start.token` must be
+        self.events = events  # told what happens (metrics)
         self.phase = Phase.AWAITING_START
         self.segmentation: str | None = None  # how the session ends sentences, once started
         self.protocol = ""  # the version negotiated at `start`
@@ -113,10 +120,12 @@ class SessionMachine:
         self.sentences = 0  # finals made
         self.shutting_down = False
         self._log: deque[tuple[int, str]] = deque(maxlen=config.replay_messages)
+        self._log_bytes = 0  # characters held in _log (capped at config.replay_bytes)
         self._effects: list[Effect] = []
         self._committed: dict[int, int] = {}  # sentence_id -> committed words made so far
         self._last_final = -1  # sentences finish in order: ids <= this one are done
         self._close: Close | None = None
+        self._start: Start | None = None  # the `start` of a session being built
 
     # ---- outputs ----
     def take(self) -> list[Effect]:
@@ -132,14 +141,27 @@ class SessionMachine:
     def _send(self, message: JsonDict) -> None:
         self.seq += 1
         text = encode(message, self.seq)
-        self._log.append((self.seq, text))
+        self._keep(self.seq, text)
         self._effects.append(Send(self.seq, text))
+
+    def _keep(self, seq: int, text: str) -> None:
+        """Keep a message for a resume's replay: the last `replay_messages`, and of those no
+        more than `replay_bytes` (the oldest go first)."""
+        if len(self._log) == self._log.maxlen:
+            self._log_bytes -= len(self._log[0][1])
+        self._log.append((seq, text))
+        self._log_bytes += len(text)
+        while self._log_bytes > self.config.replay_bytes and len(self._log) > 1:
+            self._log_bytes -= len(self._log.popleft()[1])
 
     def _error(self, code: ErrorCode, message: str, *, fatal: bool) -> None:
         if self.phase is Phase.DONE:
             return
-        logger.info("session %s: %s: %s", self.session_id, code.value, message)
+        # a flood of bad frames must not flood the log: frame errors are debug lines
+        level = logging.INFO if fatal else logging.DEBUG
+        logger.log(level, "session %s: %s: %s", self.session_id, code.value, scrub(message))
         self._send(error_message(code, message, fatal=fatal))
+        self.events.error(code)
         if fatal:
             self._effects.append(Discard())
             self._finish(Close(code.close_code, code.value))
@@ -182,8 +204,16 @@ class SessionMachine:
                 first = 'the first message must be "start"'
                 self._refuse(ProtocolError(ErrorCode.NOT_STARTED, first))
                 return
+            if self.require_token is not None and not token_matches(
+                message.token, self.require_token
+            ):
+                how = "send the server's token as start.token (or 'Authorization: Bearer T')"
+                error = ProtocolError(ErrorCode.UNAUTHORIZED, f"missing or wrong token: {how}")
+                self._refuse(error)
+                return
             self.phase, self.protocol = Phase.STARTING, message.protocol
             effect = Attach(message.resume) if message.resume else Build(message)
+            self._start = None if message.resume else message
             self._effects.append(effect)
             return
         if parsed.ignored:
@@ -205,17 +235,34 @@ class SessionMachine:
         if self.phase is not Phase.STREAMING:  # STARTING: the connection reads nothing then
             raise ProtocolError(ErrorCode.NOT_STARTED, "wait for the `session` message")
         if isinstance(message, Source):
-            check_word_lengths(message.words, self.config.limits)
-            if message.words:
-                self.words_in += len(message.words)
-                self.inflight += len(message.words)
-                self._effects.append(Submit(Op(OpKind.FEED, words=message.words)))
+            words, bad_text = clean_words(message.words)
+            if bad_text is not None:  # the rest of the message is taken
+                self._error(ErrorCode.BAD_TEXT, bad_text, fatal=False)
+            check_word_lengths(words, self.config.limits)
+            self._check_backlog(len(words))
+            if words:
+                self.events.source(words)
+                self.words_in += len(words)
+                self.inflight += len(words)
+                self._effects.append(Submit(Op(OpKind.FEED, words=words)))
         elif isinstance(message, Flush):
             self._effects.append(Submit(Op(OpKind.END_SOURCE)))
         elif isinstance(message, End):
             self.phase = Phase.ENDING
             self._effects.append(Submit(Op(OpKind.END_SOURCE, marker=Marker.END)))
         # Ping: the frame itself reset the idle timer; nothing to answer
+
+    def _check_backlog(self, words: int) -> None:
+        """Words wait for the model while the reader goes on reading (control frames are always
+        answered); past `max_backlog_words` a `source` message is refused whole."""
+        limit = self.config.max_backlog_words
+        if words and self.inflight + words > limit:
+            raise ProtocolError(
+                ErrorCode.BACKLOG_FULL,
+                f"{self.inflight} words of this session still wait for translation and this "
+                f"message has {words}; at most {limit} may wait; the whole message was "
+                "dropped: send it again after the next `final`",
+            )
 
     def started(self, *, segmentation: str | None = None) -> None:
         """The `Build` succeeded: the session streams. `segmentation`: the mode the session
@@ -224,6 +271,8 @@ class SessionMachine:
             return
         self.phase = Phase.STREAMING
         self.segmentation = segmentation
+        if self._start is not None:
+            self.events.started(self._start)
         self._send(self._session_message())
 
     def start_failed(self, error: ProtocolError) -> None:
@@ -238,7 +287,8 @@ class SessionMachine:
         if last_seq + 1 < oldest:
             return (
                 f"messages after seq {last_seq} are no longer kept (the server keeps the last "
-                f"{self.config.replay_messages}); start a new session"
+                f"{self.config.replay_messages}, at most {self.config.replay_bytes} bytes); "
+                "start a new session"
             )
         return None
 
@@ -275,8 +325,16 @@ class SessionMachine:
         self._send(message)
 
     def idle(self) -> None:
-        timeout = self.config.limits.idle_timeout_s
-        self._error(ErrorCode.IDLE_TIMEOUT, f"no message for {timeout:g} s; closing", fatal=True)
+        if self.phase is Phase.AWAITING_START:
+            wait = self.config.admission.handshake_timeout_s
+            why = f"no `start` message within {wait:g} s of connecting; closing"
+        else:
+            why = f"no message for {self.config.limits.idle_timeout_s:g} s; closing"
+        self._error(ErrorCode.IDLE_TIMEOUT, why, fatal=True)
+
+    def rate_limited(self, why: str) -> None:
+        """The client sent more than its rate limit: a flood, not a speaker."""
+        self._error(ErrorCode.RATE_LIMITED, why, fatal=True)
 
     def shutdown(self) -> None:
         """Graceful stop: finish the open sentence (its final goes out), then tell the client."""
@@ -318,6 +376,7 @@ class SessionMachine:
             self._committed[update.sentence_id] = update.committed_len
             for message in update_messages(update):
                 self._send(message)
+            self.events.update(update)
             if update.final:
                 self.sentences += 1
                 self._last_final = update.sentence_id

@@ -7,14 +7,14 @@ accepted.
 
 from __future__ import annotations
 
-import enum
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from simulmt.server.config import PROTOCOL, PROTOCOLS, Limits
-from websockets.frames import CloseCode
+from simulmt.server.errors import ErrorCode, ProtocolError
+from simulmt.server.textcheck import scrub
 
 from simulmt.inputs import InputKind
 from simulmt.sentences import Segmentation
@@ -36,6 +36,7 @@ FIELDS = {  # the fields each client message may carry in simulmt.v1
         "numbers",
         "input",
         "resume",
+        "token",
     ),
     "source": ("type", "text"),
     "flush": ("type",),
@@ -44,71 +45,6 @@ FIELDS = {  # the fields each client message may carry in simulmt.v1
 }
 RESUME_FIELDS = ("session_id", "token", "last_seq")
 MAX_LOOKAHEAD = 8  # words; the detector's own maximum (4 for the bundled one) is checked at build
-
-
-class ErrorCode(enum.Enum):
-    """What went wrong. Errors about one frame are fatal only before `start` (forward
-    compatibility: a newer client's extra message costs one `error`, not the session);
-    errors about the session itself always end it, with `close_code`."""
-
-    BAD_JSON = "bad_json"  # not a JSON object with a string `type`
-    BINARY_FRAME = "binary_frame"  # the protocol uses text frames only
-    BAD_MESSAGE = "bad_message"  # a known type with missing or mistyped fields
-    UNKNOWN_TYPE = "unknown_type"
-    UNKNOWN_FIELD = "unknown_field"  # after start: the field is ignored, the message taken
-    NOT_STARTED = "not_started"  # anything but `start` as the first message
-    ALREADY_STARTED = "already_started"  # a second `start`
-    MESSAGE_TOO_BIG = "message_too_big"  # over Limits.max_message_bytes
-    WORD_TOO_LONG = "word_too_long"  # the `source` message is dropped whole
-    AFTER_END = "after_end"  # ignored: the session is already finishing
-    BAD_START = "bad_start"  # wrong protocol, beam or language pair
-    BAD_POLICY = "bad_policy"  # a policy spec the registry refuses
-    RESUME_FAILED = "resume_failed"  # unknown or expired session, wrong token or last_seq
-    IDLE_TIMEOUT = "idle_timeout"
-    OVERLOADED = "overloaded"  # --max-sessions reached (parked sessions count)
-    SHUTTING_DOWN = "shutting_down"  # this process stops: open a new session (no resume)
-    INTERNAL = "internal"  # a server bug; the session cannot go on
-
-    @property
-    def about_frame(self) -> bool:
-        """True for errors about one frame (non-fatal once the session has started)."""
-        return self in _FRAME_ERRORS
-
-    @property
-    def close_code(self) -> CloseCode:
-        """The close code that follows this error when it is fatal."""
-        if self is ErrorCode.MESSAGE_TOO_BIG:
-            return CloseCode.MESSAGE_TOO_BIG  # 1009
-        if self is ErrorCode.OVERLOADED:
-            return CloseCode.TRY_AGAIN_LATER  # 1013
-        if self is ErrorCode.INTERNAL:
-            return CloseCode.INTERNAL_ERROR  # 1011
-        if self is ErrorCode.SHUTTING_DOWN:
-            return CloseCode.GOING_AWAY  # 1001
-        return CloseCode.POLICY_VIOLATION  # 1008
-
-
-_FRAME_ERRORS = frozenset(
-    {
-        ErrorCode.BAD_JSON,
-        ErrorCode.BINARY_FRAME,
-        ErrorCode.BAD_MESSAGE,
-        ErrorCode.UNKNOWN_TYPE,
-        ErrorCode.UNKNOWN_FIELD,
-        ErrorCode.NOT_STARTED,
-        ErrorCode.ALREADY_STARTED,
-        ErrorCode.MESSAGE_TOO_BIG,
-        ErrorCode.WORD_TOO_LONG,
-        ErrorCode.AFTER_END,
-    }
-)
-
-
-class ProtocolError(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -135,6 +71,7 @@ class Start:
     # "input": "text" (words as written; the default) or "recognizer" (a speech recognizer's
     # lowercase words without punctuation: case and commas are restored first)
     input_kind: InputKind = InputKind.TEXT
+    token: str | None = None  # the server's token, when the handshake did not carry it
 
 
 @dataclass(frozen=True)
@@ -290,6 +227,7 @@ def _parse_start(data: Mapping[str, Any], *, default_policy: str, max_beam: int)
         drop_fillers=fillers == "drop",
         localise_numbers=numbers == "localise",
         input_kind=input_kind,
+        token=_optional_str(data, "token"),
     )
 
 
@@ -430,4 +368,5 @@ def end_message(sentences: int) -> JsonDict:
 
 def encode(message: JsonDict, seq: int) -> str:
     """Serialize a server message with its `seq`."""
-    return json.dumps({**message, "seq": seq}, ensure_ascii=False, separators=(",", ":"))
+    text = json.dumps({**message, "seq": seq}, ensure_ascii=False, separators=(",", ":"))
+    return scrub(text)  # an echo of client input may hold lone surrogates: never send them

@@ -10,20 +10,26 @@ not noticed its own death yet).
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import secrets
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from simulmt.server.auth import token_matches
 from simulmt.server.machine import Close, Discard, SessionMachine
 from simulmt.server.ops import Delivery
 from simulmt.server.protocol import ErrorCode, ProtocolError, Resume
 from simulmt.server.worker import Stream, Worker
 
 logger = logging.getLogger(__name__)
-EXPIRED_REMEMBERED = 4096  # ids of expired sessions kept to tell "expired" from "unknown"
+EXPIRED_REMEMBERED = 4096  # ids of expired sessions kept to tell "expired" from "unknown" (log)
+# one answer for every failed resume, whatever the cause (it would tell a guesser which session
+# ids exist); the cause goes to the log
+RESUME_FAILED_TEXT = (
+    "this session cannot be resumed (it ended or expired, lives in another process, or the "
+    "resume token or last_seq is wrong); start a new session"
+)
 
 
 class Host(Protocol):
@@ -42,6 +48,7 @@ class Hosted:
     table: SessionTable
     stream: Stream | None = None
     owner: Host | None = None  # None while parked
+    address: str = ""  # the client address that started it (per-address session limit)
     expiry: asyncio.TimerHandle | None = field(default=None, repr=False)
 
     def deliver(self, delivery: Delivery) -> None:
@@ -69,6 +76,10 @@ class SessionTable:
     @property
     def parked(self) -> int:
         return sum(h.owner is None for h in self.sessions.values())
+
+    def sessions_from(self, address: str) -> int:
+        """Sessions started from this client address, parked ones included."""
+        return sum(h.address == address for h in self.sessions.values())
 
     def reserve(self, machine: SessionMachine) -> Hosted | None:
         """A slot for a new session, or None when every slot is taken (parked ones count)."""
@@ -116,25 +127,19 @@ class SessionTable:
                 logger.debug("parked session %s finished", hosted.machine.session_id)
 
     def claim(self, resume: Resume, owner: Host) -> Hosted:
-        """Move a session to `owner`; raise RESUME_FAILED saying why it cannot be."""
+        """Move a session to `owner`; raise RESUME_FAILED (one answer for every cause)."""
         sid = resume.session_id
         hosted = self.sessions.get(sid)
         if hosted is None or hosted.stream is None:
-            why = (
-                f"session {sid[:40]!r} expired: it was not resumed within "
-                f"{self.resume_window_s:g} s"
-                if sid in self._expired
-                else f"no session {sid[:40]!r} on this server (it ended, or lives in another "
-                "process)"
-            )
-            raise ProtocolError(ErrorCode.RESUME_FAILED, why + "; start a new session")
-        if not hmac.compare_digest(resume.token.encode(), hosted.machine.token.encode()):
-            raise ProtocolError(
-                ErrorCode.RESUME_FAILED, f"wrong resume token for session {sid[:40]!r}"
-            )
-        problem = hosted.machine.resume_problem(resume.last_seq)
-        if problem is not None:
-            raise ProtocolError(ErrorCode.RESUME_FAILED, problem)
+            why = "expired unresumed" if sid in self._expired else "no such session here"
+        elif not token_matches(resume.token, hosted.machine.token):
+            why = "wrong resume token"
+        else:
+            why = hosted.machine.resume_problem(resume.last_seq) or ""
+        if why:
+            logger.info("resume of session %r refused: %s", sid[:40], why)
+            raise ProtocolError(ErrorCode.RESUME_FAILED, RESUME_FAILED_TEXT)
+        assert hosted is not None
         if hosted.expiry is not None:
             hosted.expiry.cancel()
             hosted.expiry = None
@@ -147,5 +152,13 @@ class SessionTable:
     def close_all_parked(self) -> None:
         """Shutdown: parked sessions cannot finish anywhere; free them."""
         self.closing = True
-        for hosted in [h for h in self.sessions.values() if h.owner is None]:
+        parked = [h for h in self.sessions.values() if h.owner is None]
+        for hosted in parked:  # no connection to tell: the log says it
+            logger.info(
+                "session %s dropped at shutdown while parked: its client cannot resume it and "
+                "must start a new session",
+                hosted.machine.session_id,
+            )
             self.remove(hosted)
+        if parked:
+            logger.warning("shutdown dropped %d parked sessions", len(parked))

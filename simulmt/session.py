@@ -27,6 +27,7 @@ from simulmt.engine import Engine
 from simulmt.fillers import filler_ends_sentence, is_filler
 from simulmt.inputs import InputKind
 from simulmt.model.state import StreamState
+from simulmt.notes import Notes
 from simulmt.numbers import NumberNotation
 from simulmt.policies.base import Policy
 from simulmt.policies.registry import load_policy
@@ -191,7 +192,8 @@ class Session:
             )
         self.restorer = restorer if self.input_kind is InputKind.RECOGNIZER else None
         self._unrestored: deque[str] = deque()  # words in the restorer, as received
-        self.warnings: list[str] = []  # human-readable notes about the input (unknown chars, cuts)
+        # human-readable notes about the input (unknown chars, cuts), capped in count and bytes
+        self.warnings: list[str] = Notes()
         self.cutter = SentenceCutter(
             mode=self.segmentation,
             detector=detector,
