@@ -18,6 +18,7 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from simulmt.server.auth import read_token_file
 from simulmt.server.stream import StartOptions, StreamLog, run_stream
 from simulmt.server.subtitles import build_cues, to_srt, to_webvtt
 
@@ -71,10 +72,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--rate", type=float, default=2.5, help="source words per second (default 2.5; 0 = max)"
     )
-    parser.add_argument(
+    secret = parser.add_mutually_exclusive_group()
+    secret.add_argument(
         "--token",
         default=os.environ.get("SIMULMT_TOKEN"),
-        help="server token (default: $SIMULMT_TOKEN)",
+        help="server token, sent in the `start` frame (default: $SIMULMT_TOKEN)",
+    )
+    secret.add_argument(
+        "--token-file", type=Path, help="read the server token from this file (out of `ps`)"
     )
     parser.add_argument("--vtt", type=Path, help="write WebVTT captions here")
     parser.add_argument("--srt", type=Path, help="write SRT captions here")
@@ -137,6 +142,11 @@ def run(args: argparse.Namespace) -> int:
     if args.rate < 0:
         print("simulmt client: --rate must be >= 0 words per second", file=sys.stderr)
         return 2
+    try:
+        token = read_token_file(args.token_file) if args.token_file else args.token or None
+    except ValueError as e:
+        print(f"simulmt client: {e}", file=sys.stderr)
+        return 2
     view = LiveView(sys.stdout, live=sys.stdout.isatty(), width=shutil.get_terminal_size().columns)
     try:
         log = asyncio.run(
@@ -144,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
                 args.url,
                 _words(args.file, args.rate),
                 start=start_options(args),
-                token=args.token,
+                token=token,
                 on_message=view,
             )
         )

@@ -162,11 +162,12 @@ class StreamClient:
         return urlunsplit(parts._replace(query=f"{parts.query}&{route}".lstrip("&")))
 
     async def _connection(self) -> None:
-        headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
         self._live, self._fatal, self._resend = False, None, []
-        async with connect(self._url(), additional_headers=headers, open_timeout=30) as ws:
+        async with connect(self._url(), open_timeout=30) as ws:
             self.ws = ws
             start = start_message(self.start)
+            if self.token:  # in the first frame, not the URL (proxies log URLs)
+                start["token"] = self.token
             if self.session is not None:
                 s = self.session
                 start["resume"] = {"session_id": s.session_id, "token": s.token,

@@ -1,19 +1,22 @@
-"""The plain-HTTP side of the port: /healthz, the captions page, and the handshake gate.
+"""The plain-HTTP side of the port: /healthz, /metrics, the captions page, the handshake gate.
 
 `gate()` decides for each request before the websocket handshake: answer it as HTTP (page,
-health, 404), refuse it (401 bad token, 403 bad origin, 503 loading or stopping), or let the
-websocket handshake go on (None).
+health, metrics, 404), refuse it (401 bad token, 403 bad origin, 503 loading or stopping), or
+let the websocket handshake go on (None). A handshake without a token goes on when the server
+has one: that connection's `start` must carry it (auth.py).
 """
 
 from __future__ import annotations
 
-import hmac
 import importlib.resources
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
+from simulmt.server.auth import Access, token_matches, token_of
+from simulmt.server.metrics import CONTENT_TYPE as METRICS_TYPE
 from websockets.asyncio.server import ServerConnection
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
@@ -54,15 +57,6 @@ class Health:
     body: dict[str, object]
 
 
-def token_of(request: Request) -> str | None:
-    """The client's token: `Authorization: Bearer T` or the `?token=T` query parameter."""
-    auth = request.headers.get("Authorization", "")
-    if auth.lower().startswith("bearer "):
-        return auth[7:].strip()
-    values = parse_qs(urlsplit(request.path).query).get("token")
-    return values[0] if values else None
-
-
 def is_upgrade(request: Request) -> bool:
     return request.headers.get("Upgrade", "").lower() == "websocket"
 
@@ -93,14 +87,19 @@ def gate(
     *,
     static: dict[str, tuple[bytes, str]],
     health: Health,
-    token: str | None,
-    allowed_origins: tuple[str, ...],
+    access: Access,
+    metrics: Callable[[], bytes] | None,
 ) -> Response | None:
+    """`metrics`: renders /metrics on this port (None: it is served elsewhere, or not at all)."""
     path = urlsplit(request.path).path
     if not is_upgrade(request):
         if path == "/healthz":
             status = HTTPStatus.OK if health.ok else HTTPStatus.SERVICE_UNAVAILABLE
             return respond(ws, status, json.dumps(health.body), "application/json")
+        if path == "/metrics" and metrics is not None:
+            if access.token is not None and not token_matches(token_of(request), access.token):
+                return _unauthorized(ws, "send 'Authorization: Bearer T' (a scrape's bearer token)")
+            return respond(ws, HTTPStatus.OK, metrics(), METRICS_TYPE)
         if path in static:
             body, content_type = static[path]
             return respond(ws, HTTPStatus.OK, body, content_type)
@@ -109,24 +108,21 @@ def gate(
         return _text(ws, HTTPStatus.NOT_FOUND, f"no such page: {path[:80]}; try / or /healthz")
     if path not in WS_PATHS:
         return _text(ws, HTTPStatus.NOT_FOUND, f"websocket endpoints are {', '.join(WS_PATHS)}")
-    if token is not None:
-        given = token_of(request)
-        if given is None or not hmac.compare_digest(given.encode(), token.encode()):
-            response = _text(
-                ws,
-                HTTPStatus.UNAUTHORIZED,
-                "missing or wrong token: send ?token=T or 'Authorization: Bearer T'",
-            )
-            response.headers["WWW-Authenticate"] = "Bearer"
-            return response
+    if access.handshake_refused(request):
+        return _unauthorized(ws, "send start.token, 'Authorization: Bearer T' or ?token=T")
     origin = request.headers.get("Origin")
-    if allowed_origins and origin is not None and not _origin_ok(origin, request, allowed_origins):
-        return _text(ws, HTTPStatus.FORBIDDEN, f"origin {origin[:80]!r} is not allowed here")
+    if not access.origin_ok(origin, request):
+        return _text(
+            ws,
+            HTTPStatus.FORBIDDEN,
+            f"origin {str(origin)[:80]!r} is not allowed here (see --allowed-origins)",
+        )
     if not health.ok:
         return _text(ws, HTTPStatus.SERVICE_UNAVAILABLE, str(health.body.get("status")))
     return None
 
 
-def _origin_ok(origin: str, request: Request, allowed: tuple[str, ...]) -> bool:
-    """Listed origins pass, and so does this server's own page (same host and port)."""
-    return origin in allowed or urlsplit(origin).netloc == request.headers.get("Host")
+def _unauthorized(ws: ServerConnection, how: str) -> Response:
+    response = _text(ws, HTTPStatus.UNAUTHORIZED, f"missing or wrong token: {how}")
+    response.headers["WWW-Authenticate"] = "Bearer"
+    return response

@@ -20,6 +20,7 @@ import torch
 from simulmt.server.ops import Delivery, Marker, Op, OpKind
 from simulmt.server.protocol import ErrorCode, ProtocolError
 
+from simulmt.devices import use_device
 from simulmt.engine import Engine
 from simulmt.session import InputError, Session, advance, check_words
 from simulmt.updates import Update
@@ -37,6 +38,7 @@ class Stream:
     ops: list[Op] = field(default_factory=list)  # guarded by the worker's lock
     held: list[Marker] = field(default_factory=list)  # markers waiting for the session to finish
     paused: bool = False  # its reader is slow: take none of its ops (guarded by the lock)
+    failures: int = 0  # batched turns in a row that failed with this session in them
 
 
 @dataclass
@@ -45,6 +47,7 @@ class WorkerStats:
     sessions_advanced: int = 0  # sum of batch sizes
     busy_s: float = 0.0  # time spent in advance()
     max_batch: int = 0  # the most sessions advanced together so far
+    failed_batches: int = 0  # batched calls that raised (their sessions were retried alone)
 
     @property
     def mean_batch(self) -> float:
@@ -60,7 +63,15 @@ class Worker:
         words_per_turn: int = 32,
         steps_per_turn: int = 1,
         batch_window_s: float = 0.0,
+        step_retries: int = 2,
+        on_batch: Callable[[int, float, bool], None] | None = None,
     ) -> None:
+        """`step_retries`: how many failed batched turns in a row a session is retried alone
+        after, before it ends with an error. `on_batch(size, seconds, failed)`: called on the
+        worker thread after each batched turn (metrics)."""
+        self.step_retries = step_retries
+        self.on_batch = on_batch
+        self.turn_since: float | None = None  # monotonic start of the turn running, if any
         self.batch_window_s = batch_window_s
         self._load = load
         self.max_batch = max_batch
@@ -141,12 +152,26 @@ class Worker:
         with self._cond:
             return len(self._pending)
 
-    def stop(self) -> None:
+    @property
+    def alive(self) -> bool:
+        """The worker thread runs (False before start(), after stop(), or once it died)."""
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    def turn_s(self) -> float:
+        """How long the turn now running has been running (0 when idle)."""
+        since = self.turn_since
+        return 0.0 if since is None else time.monotonic() - since
+
+    def stop(self, *, timeout: float = 10.0) -> None:
         with self._cond:
             self._stopping = True
             self._cond.notify()
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=timeout)
 
     # ---- worker-thread side ----
     def _post(self, fn: Callable[..., None], *args: Any) -> None:
@@ -166,6 +191,13 @@ class Worker:
             return
         finally:
             self._loaded.set()
+        try:
+            use_device(self.engine.device)  # this thread runs all model work
+            self._loop_turns(self.engine)
+        except BaseException:  # the thread ends: the liveness watch sees it gone; say why here
+            logger.critical("the model worker died", exc_info=True)
+
+    def _loop_turns(self, engine: Engine) -> None:
         while True:
             with self._cond:
                 while not (self._runnable() or self._calls or self._stopping):
@@ -175,10 +207,12 @@ class Worker:
                 self._gather()
                 calls, self._calls = self._calls, []
                 batch = self._take_batch()
+                self.turn_since = time.monotonic()
             for job in calls:
-                job(self.engine)
+                job(engine)
             if batch:
-                self._advance(self.engine, batch)
+                self._advance(engine, batch)
+            self.turn_since = None
 
     def _gather(self) -> None:
         """Batching window (lock held): let more sessions join before a turn starts, unless a
@@ -233,18 +267,26 @@ class Worker:
             if left:
                 self._give_back(stream, left)
         t0 = time.perf_counter()
+        failed = False
         try:
             outs: list[list[Update] | BaseException] = list(
                 advance(engine, [s.session for s in live], max_steps=self.steps_per_turn)
             )
+            for stream in live:
+                stream.failures = 0
         except Exception:
+            failed = True
             logger.exception("batched advance of %d sessions failed; retrying each", len(live))
-            outs = [self._advance_alone(engine, s) for s in live]
+            outs = [self._retry_alone(engine, s) for s in live]
         results.update({id(s): out for s, out in zip(live, outs, strict=True)})
-        self.stats.busy_s += time.perf_counter() - t0
+        seconds = time.perf_counter() - t0
+        self.stats.busy_s += seconds
         self.stats.batches += 1
+        self.stats.failed_batches += failed
         self.stats.sessions_advanced += len(live)
         self.stats.max_batch = max(self.stats.max_batch, len(live))
+        if self.on_batch is not None and live:
+            self.on_batch(len(live), seconds, failed)
         self._continuing = set()
         for stream in live:  # iteration-level batching: unfinished work goes round again
             if stream.session.has_work and not isinstance(results[id(stream)], BaseException):
@@ -270,8 +312,13 @@ class Worker:
             )
         self._post(_deliver_all, deliveries)  # one event-loop wake-up per turn, not per stream
 
-    @staticmethod
-    def _advance_alone(engine: Engine, stream: Stream) -> list[Update] | BaseException:
+    def _retry_alone(self, engine: Engine, stream: Stream) -> list[Update] | BaseException:
+        """After a failed batched turn: this session alone, unless it was in `step_retries`
+        failed turns in a row already (then it ends: retrying it would never stop)."""
+        stream.failures += 1
+        if stream.failures > self.step_retries:
+            logger.error("session failed %d batched turns in a row; ending it", stream.failures)
+            return RuntimeError(f"{stream.failures} failed batched turns in a row")
         try:
             return advance(engine, [stream.session])[0]
         except Exception as exc:  # this session is broken; its neighbours are not

@@ -62,6 +62,11 @@ async def browser() -> AsyncIterator[object]:
             await chromium.close()
 
 
+def shown_session(status: str | None) -> str:
+    """The session id in the page's status line ("connected · MODEL · session ID")."""
+    return str(status).rsplit("session ", 1)[-1].strip()
+
+
 async def test_page_streams_text_shows_captions_and_reconnects(browser: object) -> None:
     server = await start_server()
     port = server.port
@@ -79,7 +84,7 @@ async def test_page_streams_text_shows_captions_and_reconnects(browser: object) 
         await page.goto(f"http://127.0.0.1:{port}/?policy={POLICY}")
         status = page.locator("#status.ok")
         await status.wait_for(timeout=20_000)
-        assert server.instance in await status.text_content()
+        assert shown_session(await status.text_content()) in server.table.sessions
         await page.fill("#source", TEXT)
         await page.fill("#rate", "20")
         await page.click("#send")
@@ -93,8 +98,9 @@ async def test_page_streams_text_shows_captions_and_reconnects(browser: object) 
         await server.stop()  # the page sees 1001 and keeps trying
         await page.locator("#status.wait").wait_for(timeout=10_000)
         server = await start_server(port)  # back on the same port
-        status = page.locator("#status.ok", has_text=server.instance)
+        status = page.locator("#status.ok", has_text="connected")
         await status.wait_for(timeout=30_000)
+        assert shown_session(await status.text_content()) in server.table.sessions  # the new one
         await page.fill("#source", "das Wetter ist schön .")
         await page.click("#send")
         await finals.nth(2).wait_for(timeout=30_000)
@@ -143,6 +149,41 @@ async def test_page_resumes_a_killed_connection_without_losing_or_repeating(
         assert await page.locator(".interrupted").count() == 0
         assert len(server.table.sessions) == 1  # the same session all along
         assert problems == []
+    finally:
+        await page.close()
+        await server.stop()
+
+
+async def test_page_sends_the_token_in_start_never_in_a_url(browser: object) -> None:
+    """A server with a token: the page takes it from its #token= fragment (which the browser
+    never sends) or its Token field, sends it in `start`, and puts it in no URL."""
+    token = "page-s3cret"
+    server = CaptionServer(ServerConfig(port=0, token=token), load=engine, model_name="tiny")
+    await server.start()
+    await server.wait_ready()
+    page = await browser.new_page()  # type: ignore[attr-defined]
+    sockets: list[str] = []
+    requests: list[str] = []
+    page.on("websocket", lambda ws: sockets.append(ws.url))
+    page.on("request", lambda r: requests.append(r.url))
+    try:
+        await page.goto(f"http://127.0.0.1:{server.port}/?policy={POLICY}#token={token}")
+        await page.locator("#status.ok").wait_for(timeout=20_000)
+        assert token not in page.url  # taken out of the address bar
+        await page.fill("#source", "das Wetter ist schön .")
+        await page.click("#send")
+        await page.locator(".sentence.final").first.wait_for(timeout=30_000)
+        await page.close()
+
+        page = await browser.new_page()  # type: ignore[attr-defined]  # a new tab: no token
+        page.on("websocket", lambda ws: sockets.append(ws.url))
+        await page.goto(f"http://127.0.0.1:{server.port}/")
+        status = page.locator("#status.error", has_text="unauthorized")
+        await status.wait_for(timeout=20_000)
+        await page.fill("#token", token)
+        await page.dispatch_event("#token", "change")
+        await page.locator("#status.ok").wait_for(timeout=20_000)
+        assert len(sockets) >= 3 and not any(token in url for url in sockets + requests)
     finally:
         await page.close()
         await server.stop()

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
 from simulmt.server.app import CaptionServer
 from simulmt.server.config import PROTOCOL, Limits, ServerConfig
 from simulmt.server.stream import StartOptions, StreamClient, paced
@@ -124,7 +126,10 @@ async def test_resume_replays_what_was_missed_and_ids_continue() -> None:
     assert rest[-1] == {"type": "end", "sentences": 3, "seq": max(seen)}
 
 
-async def test_unknown_wrong_and_expired_tokens_are_refused_clearly() -> None:
+async def test_every_resume_failure_answers_the_same(caplog: pytest.LogCaptureFixture) -> None:
+    """Unknown session, wrong token, bad last_seq, expired: one `resume_failed` answer, word for
+    word (it must not tell a guesser which ids exist); the cause goes to the server's log."""
+    caplog.set_level(logging.INFO, logger="simulmt.server.sessions")
     async with running(resume_window_s=0.3) as server:
         ws = await connect(url(server))
         await ws.send(json.dumps(START))
@@ -133,24 +138,27 @@ async def test_unknown_wrong_and_expired_tokens_are_refused_clearly() -> None:
         ws.transport.abort()
         await parked(server)
         cases = [
-            ({"session_id": "nope-1", "token": token, "last_seq": 1}, "no session 'nope-1'"),
+            ({"session_id": "nope-1", "token": token, "last_seq": 1}, "no such session"),
             ({"session_id": sid, "token": "x" + token, "last_seq": 1}, "wrong resume token"),
             ({"session_id": sid, "token": token, "last_seq": 5}, "ahead of"),
         ]
-        for resume, says in cases:
+        answers = []
+        for resume, cause in cases:
             async with connect(url(server)) as bad:
                 await bad.send(json.dumps({**START, "resume": resume}))
                 [error] = await drain(bad)
             assert (error["code"], error["fatal"], bad.close_code) == ("resume_failed", True, 1008)
-            assert says in error["message"]
+            answers.append(error["message"])
+            assert cause in caplog.text and cause not in error["message"]
         await asyncio.sleep(0.5)  # the window passes
         assert server.table.parked == 0 and not server.table.sessions
         async with connect(url(server)) as late:
             resume = {"session_id": sid, "token": token, "last_seq": 1}
             await late.send(json.dumps({**START, "resume": resume}))
             [error] = await drain(late)
-        assert error["code"] == "resume_failed" and "expired" in error["message"]
-        assert "start a new session" in error["message"]
+        answers.append(error["message"])
+        assert error["code"] == "resume_failed" and "expired unresumed" in caplog.text
+        assert len(set(answers)) == 1 and "start a new session" in answers[0]
 
 
 async def test_a_parked_session_holds_its_slot() -> None:

@@ -4,6 +4,9 @@
 // the server replays the messages it missed (by seq) and says how many of the page's frames it
 // received, and the page sends the rest again. If the session cannot be resumed (its server
 // stopped, the resume window passed), a new session gets the words that have no final yet.
+// The server's token (if it has one) goes in the `start` frame, never in a URL (proxies log
+// URLs): the page takes it from its field, or from the page's #token=… fragment, which
+// browsers never send, and removes it from the address bar.
 "use strict";
 
 (() => {
@@ -13,6 +16,7 @@
   const NEW_SESSION_ERRORS = new Set(["shutting_down", "resume_failed", "internal", "idle_timeout"]);
   const $ = (id) => document.getElementById(id);
   const params = new URLSearchParams(location.search);
+  const TOKEN_KEY = "simulmt.token"; // kept for this tab only (sessionStorage)
 
   const state = {
     ws: null,
@@ -39,7 +43,6 @@
   function wsUrl() {
     const proto = location.protocol === "https:" ? "wss:" : "ws:";
     const query = new URLSearchParams();
-    if (params.get("token")) query.set("token", params.get("token"));
     if (state.session && state.session.route) query.set("route", state.session.route);
     const q = query.toString();
     return `${proto}//${location.host}/ws` + (q ? "?" + q : "");
@@ -78,6 +81,8 @@
       // ?input=recognizer: the words are a speech recognizer's (lowercase, no punctuation);
       // the server restores case and commas before translating them
       if (params.get("input")) start.input = params.get("input");
+      const token = $("token").value.trim();
+      if (token) start.token = token; // the server's token: in the frame, not the URL
       const s = state.session;
       if (s) start.resume = { session_id: s.id, token: s.token, last_seq: s.lastSeq };
       ws.send(JSON.stringify(start));
@@ -153,6 +158,7 @@
         break;
       case "error":
         setStatus(`error ${msg.code}: ${msg.message}`, msg.fatal ? "error" : "wait");
+        if (msg.code === "unauthorized") $("token").focus();
         break;
       case "end":
         setStatus(`session ended after ${msg.sentences} sentences`, "");
@@ -296,7 +302,25 @@
     }
   }
 
+  // the token from #token=… (or an old ?token=… link) into the field, and out of the address bar
+  function takeToken() {
+    const hash = new URLSearchParams(location.hash.slice(1));
+    const given = hash.get("token") || params.get("token");
+    if (given) {
+      sessionStorage.setItem(TOKEN_KEY, given);
+      params.delete("token");
+      const q = params.toString();
+      history.replaceState(null, "", location.pathname + (q ? "?" + q : ""));
+    }
+    $("token").value = sessionStorage.getItem(TOKEN_KEY) || "";
+    $("token").addEventListener("change", () => {
+      sessionStorage.setItem(TOKEN_KEY, $("token").value.trim());
+      if (state.fatal && state.fatal.code === "unauthorized") connect();
+    });
+  }
+
   function init() {
+    takeToken();
     if (params.get("policy")) $("policy").value = params.get("policy");
     $("controls").addEventListener("submit", onSubmit);
     $("flush").addEventListener("click", () => sendFrame({ type: "flush" }, 0));

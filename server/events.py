@@ -1,0 +1,39 @@
+"""What a session's state machine tells the outside (metrics) as it goes: no I/O, no state."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from simulmt.server.protocol import ErrorCode, Start
+
+from simulmt.updates import Update
+
+
+class SessionEvents(Protocol):
+    def started(self, start: Start) -> None: ...  # the session was built for this `start`
+
+    def error(self, code: ErrorCode) -> None: ...  # an `error` message was sent
+
+    def source(self, words: Sequence[str]) -> None: ...  # source words handed to the model
+
+    def update(self, update: Update) -> None: ...  # an update's messages were sent
+
+
+class NoEvents:
+    """Tells nobody (a machine without metrics: tests, tools)."""
+
+    def started(self, start: Start) -> None:
+        pass
+
+    def error(self, code: ErrorCode) -> None:
+        pass
+
+    def source(self, words: Sequence[str]) -> None:
+        pass
+
+    def update(self, update: Update) -> None:
+        pass
+
+
+NO_EVENTS = NoEvents()

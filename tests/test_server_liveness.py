@@ -1,0 +1,185 @@
+"""A dead or stuck model worker: /healthz turns 503, sessions end with `internal` (1011), and
+`simulmt serve` exits non-zero so that a supervisor restarts it. Failed batches are retried
+alone a bounded number of times. Faults are injected into a subclass of the tiny engine."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import sys
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from simulmt.server.app import CaptionServer
+from simulmt.server.config import PROTOCOL, ServerConfig
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+from simulmt.engine import Engine
+
+START = json.dumps({"type": "start", "protocol": PROTOCOL, "policy": "wait-k:k=1"})
+RELEASE = threading.Event()  # lets a stuck worker go at the end of a test
+
+
+class WorkerKilled(BaseException):
+    """Not an Exception: nothing in the worker catches it, so its thread ends."""
+
+
+class FaultyEngine(Engine):
+    """The tiny model; encoding the word TOT kills the worker thread, HÄNGT blocks it."""
+
+    def encode_many(self, sources: Sequence[Any], words: Sequence[Sequence[str]]) -> float:
+        if any("TOT" in ws for ws in words):
+            raise WorkerKilled("injected")
+        if any("HÄNGT" in ws for ws in words):
+            RELEASE.wait(timeout=60)
+        return super().encode_many(sources, words)
+
+
+class BatchBugEngine(Engine):
+    """Every batched turn fails and every retry alone succeeds (a batching bug)."""
+
+    def step(self, requests: Sequence[Any]) -> Any:
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_name != "_retry_alone":
+            frame = frame.f_back  # type: ignore[assignment]
+        if frame is None:
+            raise RuntimeError("injected batch fault")
+        return super().step(requests)
+
+
+@functools.cache
+def engine(kind: type[Engine] = Engine) -> Engine:
+    base = Engine.tiny(0)
+    return base if kind is Engine else kind(base.model, base.tokenizer, base.info)
+
+
+@asynccontextmanager
+async def running(config: ServerConfig, load: Callable[[], Engine]) -> AsyncIterator[CaptionServer]:
+    server = CaptionServer(config, load=load, model_name="tiny")
+    await server.start()
+    try:
+        await server.wait_ready()
+        yield server
+    finally:
+        RELEASE.set()
+        await server.stop()
+
+
+def health(server: CaptionServer) -> tuple[int, dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/healthz", timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+async def until_closed(ws: ClientConnection) -> list[dict[str, Any]]:
+    messages = []
+    async with asyncio.timeout(30):
+        try:
+            while True:
+                messages.append(json.loads(await ws.recv()))
+        except ConnectionClosed:
+            return messages
+
+
+async def test_a_dead_worker_turns_healthz_503_and_ends_sessions() -> None:
+    RELEASE.clear()
+    async with running(ServerConfig(port=0), lambda: engine(FaultyEngine)) as server:
+        assert (await asyncio.to_thread(health, server))[0] == 200
+        async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
+            await ws.send(START)
+            await ws.send(json.dumps({"type": "source", "text": "ich bin TOT"}))
+            messages = await until_closed(ws)
+        assert [(m["code"], m["fatal"]) for m in messages if m["type"] == "error"] == [
+            ("internal", True)
+        ]
+        assert ws.close_code == 1011 and server.failed.is_set()
+        status, body = await asyncio.to_thread(health, server)
+        assert status == 503 and (body["status"], body["worker"]) == ("failed", "dead")
+        assert "TOT" not in json.dumps(body) and "injected" not in json.dumps(body)
+
+
+async def test_a_stuck_worker_turns_healthz_503_and_ends_sessions() -> None:
+    RELEASE.clear()
+    config = ServerConfig(port=0, worker_stall_s=0.5)
+    async with running(config, lambda: engine(FaultyEngine)) as server:
+        async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
+            await ws.send(START)
+            await ws.send(json.dumps({"type": "source", "text": "es HÄNGT"}))
+            messages = await until_closed(ws)
+        assert messages[-1]["code"] == "internal" and ws.close_code == 1011
+        status, body = await asyncio.to_thread(health, server)
+        assert status == 503 and body["worker"] == "stuck"
+        assert server.worker_failure is not None and server.worker_failure.value == "stuck"
+
+
+async def test_failed_batches_are_retried_alone_a_bounded_number_of_times() -> None:
+    """Each sentence takes one failed batched turn and one retry alone; with two retries
+    allowed in a row, the third sentence ends the session (without a bound it would go on)."""
+    for retries, survives in ((2, False), (5, True)):
+        config = ServerConfig(port=0, step_retries=retries)
+        async with running(config, lambda: engine(BatchBugEngine)) as server:
+            async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
+                await ws.send(START)
+                finals, errors = 0, []
+                for sentence in ("ja .", "nein .", "gut ."):
+                    await ws.send(json.dumps({"type": "source", "text": sentence}))
+                    async with asyncio.timeout(30):
+                        while True:
+                            m = json.loads(await ws.recv())
+                            if m["type"] in ("final", "error"):
+                                break
+                    finals += m["type"] == "final"
+                    errors += [m["code"]] if m["type"] == "error" else []
+            assert (finals, errors) == ((3, []) if survives else (2, ["internal"]))
+            assert server.worker.stats.failed_batches == 3
+            assert (await asyncio.to_thread(health, server))[
+                0
+            ] == 200  # one session's failure is not the worker's
+
+
+async def test_serve_exits_non_zero_when_the_worker_dies() -> None:
+    """`simulmt serve` in a child process, its engine patched to kill the worker on TOT."""
+    script = (
+        "import sys, simulmt.engine as E\n"
+        "from simulmt.cli import main\n"
+        "original = E.Engine.encode_many\n"
+        "class Killed(BaseException): pass\n"
+        "def encode_many(self, sources, words):\n"
+        "    if any('TOT' in ws for ws in words): raise Killed('injected')\n"
+        "    return original(self, sources, words)\n"
+        "E.Engine.encode_many = encode_many\n"
+        "sys.exit(main(['serve', '--tiny', '--port', '0', '--threads', '1']))\n"
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", script,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        async with asyncio.timeout(180):
+            line = ""
+            while "serving" not in line:
+                line = (await proc.stdout.readline()).decode()
+                assert line, "serve exited before serving"
+        port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
+        async with connect(f"ws://127.0.0.1:{port}/ws") as ws:
+            await ws.send(START)
+            await ws.send(json.dumps({"type": "source", "text": "ich bin TOT"}))
+            messages = await until_closed(ws)
+        assert messages[-1]["code"] == "internal" and ws.close_code == 1011
+        code = await asyncio.wait_for(proc.wait(), timeout=60)
+        err = (await proc.stderr.read()).decode()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert code == 3, err[-2000:]
+    assert "the model worker is dead" in err and "the model worker died" in err
