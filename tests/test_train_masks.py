@@ -58,3 +58,38 @@ def test_token_schedule_and_recognizer_view_are_options() -> None:
     assert batch.src[0].tolist() == list(asr)
     assert batch.vis[0].tolist() == [2, 2, 4, 4, 4]
     assert collate([ex], 1, asr=[False]).src[0].tolist() == list(_ids(src))
+
+
+example_words = st.tuples(words, words, st.booleans())
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(example_words, min_size=1, max_size=6), st.integers(0, 6), st.booleans(),
+       st.lists(st.booleans(), min_size=6, max_size=6))
+def test_the_batched_collate_matches_one_example_at_a_time(
+    rows: list[tuple[list[int], list[int], bool]], k: int, by_word: bool, asr: list[bool]
+) -> None:
+    """The vectorised collate equals padding each row and calling `visible` per example (the
+    straightforward form it replaced for speed)."""
+    import torch
+
+    from simulmt.train.batches import visible
+    from simulmt.vocab import BOS_ID, EOS_ID
+
+    examples = []
+    for src, tgt, has_asr in rows:
+        tgt_ids = _ids(tgt)
+        view = _ids([1] * len(src)) if has_asr else ()
+        examples.append(Example(_ids(src), tgt_ids, _ends(src), target_words(tgt_ids, _is_start),
+                                view, _ends([1] * len(src)) if has_asr else ()))
+    batch = collate(examples, k, target_words=by_word, asr=asr[: len(examples)])
+    width = max(len(e.tgt) for e in examples) + 1
+    for b, e in enumerate(examples):
+        ids, ends = e.source(asr[b])
+        assert batch.src[b].tolist() == [*ids, *[0] * (batch.src.shape[1] - len(ids))]
+        assert batch.tgt_in[b].tolist() == [BOS_ID, *e.tgt, *[0] * (width - len(e.tgt) - 1)]
+        assert batch.tgt_out[b].tolist() == [*e.tgt, EOS_ID, *[0] * (width - len(e.tgt) - 1)]
+        steps = e.tgt_words if by_word else range(1, len(e.tgt) + 2)
+        assert torch.equal(batch.vis[b], visible(ends, k, steps, width))
+    assert batch.src.dtype == batch.vis.dtype == torch.long
+    assert batch.n_tokens == sum(len(e.tgt) + 1 for e in examples)
