@@ -19,6 +19,8 @@ class SessionEvents(Protocol):
 
     def update(self, update: Update) -> None: ...  # an update's messages were sent
 
+    def resumed(self) -> None: ...  # a new connection took the session over
+
 
 class NoEvents:
     """Tells nobody (a machine without metrics: tests, tools)."""
@@ -33,6 +35,9 @@ class NoEvents:
         pass
 
     def update(self, update: Update) -> None:
+        pass
+
+    def resumed(self) -> None:
         pass
 
 

@@ -296,6 +296,7 @@ class SessionMachine:
         """Resume on a new connection: every message after `last_seq`, then (unless the
         session is over) a `session` message saying how many client frames were received."""
         assert self.resume_problem(last_seq) is None
+        self.events.resumed()
         self._effects = [Send(seq, text) for seq, text in self._log if seq > last_seq]
         if self.phase is Phase.DONE:
             assert self._close is not None

@@ -130,6 +130,9 @@ class SessionMetrics:
         now = self.clock()
         self.arrivals.extend(now for w in words if not (self.drop_fillers and is_filler(w)))
 
+    def resumed(self) -> None:
+        self.metrics.resumes.inc()
+
     def update(self, update: Update) -> None:
         if update.delays:
             self.metrics.target_words.inc(len(update.delays))

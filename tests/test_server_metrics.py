@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import re
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 from simulmt.server.app import CaptionServer
@@ -22,6 +24,7 @@ from simulmt.engine import Engine
 
 TEXT = "ich habe heute einen Brief geschrieben . das Wetter ist schön . wir gehen"
 START = json.dumps({"type": "start", "protocol": PROTOCOL, "policy": "wait-k:k=2"})
+DASHBOARD = Path(__file__).parents[1] / "deploy" / "grafana-dashboard.json"
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
@@ -88,6 +91,17 @@ async def test_a_scrape_after_sessions_counts_what_they_did() -> None:
         health = json.loads(
             (await asyncio.to_thread(get, f"http://127.0.0.1:{server.port}/healthz"))[2]
         )
+        resume = {"session_id": messages[0]["session_id"], "last_seq": 2}
+        resume["token"] = messages[0]["resume"]["token"]
+        async with connect(ws_url) as ws:  # the parked session resumed, then ended
+            await ws.send(json.dumps({**json.loads(START), "resume": resume}))
+            await ws.send(json.dumps({"type": "end"}))
+            assert [json.loads(m)["type"] async for m in ws][-1] == "end"
+        after = await scrape(f"http://127.0.0.1:{server.port}/metrics")
+    assert (
+        value(samples, "simulmt_resumes_total") == 0 and value(after, "simulmt_resumes_total") == 1
+    )
+    assert value(after, "simulmt_sessions", state="parked") == 0
     assert value(samples, "simulmt_source_words_total") == len(TEXT.split())
     assert committed > 0 and value(samples, "simulmt_target_words_total") == committed
     assert value(samples, "simulmt_added_delay_seconds_count") == committed  # one per word
@@ -108,6 +122,12 @@ async def test_a_scrape_after_sessions_counts_what_they_did() -> None:
     assert batches > 0 and value(samples, "simulmt_batch_sessions_count") == batches
     assert value(samples, "simulmt_batch_sessions_sum") == health["sessions_advanced"]
     assert value(samples, "simulmt_model_step_seconds_count") == batches
+    # the Grafana dashboard of deploy/ asks only for series a real scrape has
+    dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    queries = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    queries.append(dashboard["templating"]["list"][0]["definition"])
+    names = set(re.findall(r"simulmt_[a-z_]+", " ".join(queries)))
+    assert len(names) >= 10 and names <= {name for name, _ in samples}
 
 
 async def test_metrics_are_behind_the_token_and_each_server_has_its_own() -> None:
