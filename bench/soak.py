@@ -37,8 +37,9 @@ from load import added_delays, load_sentences  # noqa: E402  (bench/ is not a pa
 from machine import facts  # noqa: E402
 from simulmt.server.stream import StartOptions, StreamClient  # noqa: E402
 from soak_deploy import Deployment  # noqa: E402
+from soak_hostile import KINDS, hostile  # noqa: E402
 
-FAULTS = ("drop", "stall", "burst", "malformed", "unknown_type", "oversize", "idle")
+FAULTS = ("drop", "stall", "burst", "malformed", "unknown_type", "oversize", "idle", "surrogates")
 
 
 @dataclass
@@ -120,6 +121,8 @@ class SoakClient:
             await c.send_raw(json.dumps({"type": "source", "text": "zu " * 40_000}))
         elif fault == "idle":
             self.idle_s = self.rng.uniform(5, 15)
+        elif fault == "surrogates":  # words of lone surrogates only: `bad_text`, nothing taken
+            await c.send_raw(json.dumps({"type": "source", "text": "\ud800 \udfff\x00"}))
 
     async def run(self, deadline: float) -> ClientResult:
         await asyncio.sleep(self.rng.random() * 2)  # clients do not start in lockstep
@@ -175,6 +178,18 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
             for i in range(args.sessions)
         ]
         tasks = [asyncio.create_task(c.run(deadline)) for c in clients]
+        hostiles = {
+            f"{kind}_{i}": asyncio.create_task(
+                hostile(
+                    kind,
+                    (deployment.url, f"ws://127.0.0.1:{deployment.ports[-1]}/ws"),
+                    deadline,
+                    seed=args.seed * 1000 + n,
+                    drain_timeout_s=args.drain_timeout_s,
+                )
+            )
+            for n, (kind, i) in enumerate((k, i) for k in KINDS for i in range(args.hostile))
+        }
         await asyncio.sleep(min(seconds * 0.25, 60))  # warm-up: every session started
         rss_warm = deployment.rss_mb()
         await asyncio.sleep(max(0.0, deadline - 0.15 * seconds - time.monotonic()))
@@ -183,6 +198,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
             deployment.processes[0].send_signal(signal.SIGTERM)
         results = await asyncio.gather(*tasks)
         elapsed = time.monotonic() - start
+        hostile_results = dict(zip(hostiles, await asyncio.gather(*hostiles.values()), strict=True))
     delays = [d for r in results for d in r.delays_ms]
     faults: Counter[str] = sum((r.faults for r in results), Counter())
     errors: Counter[str] = sum((r.errors for r in results), Counter())
@@ -203,6 +219,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         "added_delay_ms": {f"p{q}": round(percentile(delays, q)) for q in (50, 95, 99)},
         "rss_mb": {"after_warmup": round(rss_warm), "end": round(rss_end)},
         "rss_growth": round(rss_end / rss_warm - 1, 3) if rss_warm else None,
+        "hostile": {name: r.report() for name, r in hostile_results.items()},
     }
 
 
@@ -220,6 +237,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--policy", default="wait-k:k=3")
     p.add_argument("--threads", type=int, default=1, help="torch threads per server process")
     p.add_argument("--no-sigterm", dest="sigterm", action="store_false")
+    p.add_argument("--hostile", type=int, default=1, help="hostile clients of each kind (0: none)")
+    p.add_argument(
+        "--drain-timeout-s",
+        type=float,
+        default=10.0,
+        help="the servers' --drain-timeout-s (the stall fault lasts up to 6 s)",
+    )
     p.add_argument("--json", type=Path, help="also write the report here")
     return p.parse_args(argv)
 

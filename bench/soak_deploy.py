@@ -34,6 +34,10 @@ def nginx_conf(tmp: Path, listen: int, ports: list[int]) -> Path:
     )
     text = re.sub(r"(        server 127\.0\.0\.1:\d+ [^\n]*\n)+", servers, text, count=1)
     text = text.replace("listen 8080;", f"listen 127.0.0.1:{listen};")
+    # every soak client comes from 127.0.0.1: lift the per-address limits (an operator's load
+    # test would too); the hostile clients meet simulmt's per-connection limits instead
+    text = re.sub(r"limit_conn simulmt_conn \d+;", "limit_conn simulmt_conn 60000;", text)
+    text = re.sub(r"burst=\d+ nodelay", "burst=100000 nodelay", text)
     temps = "".join(f"    {k}_temp_path {tmp / k};\n" for k in
                     ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))  # fmt: skip
     text = text.replace("http {\n", "http {\n" + temps + "    access_log off;\n", 1)
@@ -83,6 +87,8 @@ class Deployment:
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "simulmt.cli", "serve", "--port", str(port),
             "--route", str(port), "--threads", str(a.threads), "--max-sessions", "2000", *model,
+            "--trusted-proxies", "127.0.0.1", "--max-connections-per-ip", "100000",
+            "--max-sessions-per-ip", "100000", "--drain-timeout-s", str(a.drain_timeout_s),
             stdout=asyncio.subprocess.PIPE,
         )  # fmt: skip
         self.processes.append(proc)

@@ -12,7 +12,10 @@ import asyncio
 import functools
 import json
 import logging
+import re
+import signal
 import socket
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -28,6 +31,7 @@ from simulmt.engine import Engine
 START = json.dumps({"type": "start", "protocol": PROTOCOL, "policy": "wait-k:k=1"})
 END = json.dumps({"type": "end"})
 SENTENCE = "ich habe heute einen Brief geschrieben ."
+SERVING = re.compile(r"serving \S+ on http://127\.0\.0\.1:(\d+)/")
 
 
 @functools.cache
@@ -165,3 +169,58 @@ def test_session_warnings_are_capped_in_count_and_bytes() -> None:
     assert len(notes[-1]) == MAX_NOTE and notes.size <= 500 + MAX_NOTE
     session = Session(engine(), policy="wait-k:k=1")
     assert isinstance(session.warnings, Notes)  # what the server's sessions warn into
+
+
+async def test_sigterm_ends_the_process_whatever_a_client_does() -> None:
+    """`simulmt serve --shutdown-timeout-s 1` with a client that reads nothing and never closes:
+    the process still exits (0) after the grace time; it used to wait on the client."""
+    options = ["--shutdown-timeout-s", "1", "--drain-timeout-s", "600", "--threads", "1"]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "simulmt.cli", "serve", "--tiny", "--port", "0", *options,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    async with asyncio.timeout(180):  # the tiny model trains for a few seconds first
+        while not (match := SERVING.search((await proc.stdout.readline()).decode())):
+            assert proc.returncode is None, "simulmt serve exited before serving"
+    port = int(match.group(1))
+    try:
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        url = f"ws://127.0.0.1:{port}/ws"
+        async with connect(url, sock=sock, max_queue=1, ping_interval=None) as ws:
+            await ws.send(START)
+            assert json.loads(await ws.recv())["type"] == "session"
+            ws.transport.pause_reading()  # from now on it reads nothing, not even a close
+            for _ in range(100):
+                await ws.send(source(SENTENCE))
+            proc.send_signal(signal.SIGTERM)
+            assert await asyncio.wait_for(proc.wait(), timeout=120) == 0  # a hang guard
+            ws.transport.abort()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+def test_limit_options_reach_the_config() -> None:
+    import argparse
+
+    from simulmt.server.cli import add_arguments, config_from_args
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(
+        ["--max-connections-per-ip", "3", "--trusted-proxies", "10.0.0.0/8", "127.0.0.1",
+         "--messages-per-s", "5", "--max-backlog-words", "99", "--drain-timeout-s", "7",
+         "--handshake-timeout-s", "2.5", "--shutdown-timeout-s", "4"]
+    )  # fmt: skip
+    config = config_from_args(args)
+    a = config.admission
+    assert (a.max_connections_per_ip, a.messages_per_s, a.handshake_timeout_s) == (3, 5.0, 2.5)
+    assert a.trusted_proxies == ("10.0.0.0/8", "127.0.0.1")
+    assert (config.max_backlog_words, config.drain_timeout_s, config.shutdown_timeout_s) == (
+        99, 7.0, 4.0,
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="not an IP address"):
+        config_from_args(parser.parse_args(["--trusted-proxies", "nginx"]))
