@@ -25,6 +25,7 @@ from simulmt.eval.report import PolicyResult, degeneracy_warning, format_table
 from simulmt.eval.search_args import add_search_arguments, search_settings
 from simulmt.eval.sweep import expand_sweep
 
+from simulmt.devices import add_device_argument, use_device
 from simulmt.inputs import InputKind
 from simulmt.segment.views import SourceStyle, recognizer_view
 from simulmt.sentences import Segmentation
@@ -54,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--source", type=Path, required=True, help="source sentences, one per line")
     a("--reference", type=Path, required=True, help="reference translations, one per line")
     add_search_arguments(parser)  # beam, scoring, speculation, guard, numbers, dtype
+    add_device_argument(parser)  # cpu or cuda
     a("--model", type=Path, default=None, help="model folder (default: the bundled model)")
     a(
         "--output",
@@ -252,7 +254,11 @@ def load_for_run(args: argparse.Namespace, specs: list[str]) -> tuple[Engine, Ru
         import torch
 
         torch.set_num_threads(args.threads)
-    engine = Engine.load(args.model, dtype=args.dtype)
+    engine = Engine.load(args.model, dtype=args.dtype, device=args.device)
+    if engine.device.type == "cuda" and getattr(args, "jobs", 1) > 1:
+        raise ValueError("--jobs forks processes, which cannot share a CUDA context: use "
+                         "--jobs 1 with --device cuda (batching happens inside the one process)")
+    use_device(engine.device)  # this thread runs the model work
     if args.input == "auto" and args.source_style == SourceStyle.ASR.value:
         if engine.restorer is not None:
             run_config = replace(run_config, input_kind=InputKind.RECOGNIZER)

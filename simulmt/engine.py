@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from simulmt.data.tokenizer import Tokenizer, train_tokenizer
+from simulmt.devices import DeviceError, resolve_device
 from simulmt.model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
 from simulmt.model.config import ModelConfig
 from simulmt.model.int8 import FbgemmInt8Linear, Int8Linear, quantize_linears
@@ -24,7 +25,7 @@ from simulmt.model.state import SourceState
 from simulmt.model.transformer import SimulTransformer
 from simulmt.precision import choose_precision
 from simulmt.restore.model import RestorerNet, load_restorer
-from simulmt.runtime import DTYPE_NAMES
+from simulmt.runtime import AUTO_DTYPE, DTYPE_NAMES
 from simulmt.search.offline import pad_batch
 from simulmt.search.step import StepRequest, StepResult, run_step
 from simulmt.segment.model import SegmenterNet, load_segmenter
@@ -78,6 +79,7 @@ class Engine:
         self.compute_ms = 0.0  # total model time spent by this engine
         self.precision = precision_of(self.model)  # what runs: float32, bfloat16 or int8
         self._cache_pool: KVPool | None = None
+        self.device = torch.device("cpu")  # where the networks are (`to`)
 
     @property
     def cache_pool(self) -> KVPool:
@@ -91,7 +93,9 @@ class Engine:
 
     # ---- loading ---------------------------------------------------------------------
     @classmethod
-    def load(cls, model_dir: Path | None = None, *, dtype: str = "float32") -> Engine:
+    def load(
+        cls, model_dir: Path | None = None, *, dtype: str = "float32", device: str = "cpu"
+    ) -> Engine:
         """Load a model folder (model.pt + spm.model); None loads the bundled default.
 
         `dtype` "auto" times one batched turn in each precision this CPU runs natively and
@@ -105,6 +109,7 @@ class Engine:
         quantizes the weights of every linear layer to int8 per output channel and their inputs
         per row (simulmt.model.int8: a stream's output does not depend on what it is batched
         with); caches stay float32."""
+        target = resolve_device(device)  # a missing GPU is refused before the slow load
         folder = Path(model_dir) if model_dir is not None else default_model_dir()
         ckpt = folder / MODEL_FILE if folder.is_dir() else folder
         if not ckpt.exists():
@@ -114,6 +119,11 @@ class Engine:
         data = load_checkpoint(ckpt)
         model = model_from_checkpoint(ckpt, data)
         parameters = model.num_parameters()  # before quantizing (int8 weights are no Parameters)
+        if target.type == "cuda":  # the precision timing and int8 kernels are the CPU's
+            if dtype == "int8":
+                raise DeviceError("int8 runs on CPUs; with --device cuda use --dtype float32 "
+                                  "or bfloat16")
+            dtype = "float32" if dtype == AUTO_DTYPE else dtype
         model, _ = choose_precision(model, dtype, convert=for_inference)
         tok_path = ckpt.parent / TOKENIZER_FILE
         tokenizer = (
@@ -148,7 +158,17 @@ class Engine:
         restorer = load_restorer(rest_path)[0] if rest_path.is_file() else None
         if restorer is None:
             log.info("no %s beside the model: input recognizer is unavailable", RESTORER_FILE)
-        return cls(model, tokenizer, info, segmenter=segmenter, restorer=restorer)
+        return cls(model, tokenizer, info, segmenter=segmenter, restorer=restorer).to(target)
+
+    def to(self, device: torch.device) -> Engine:
+        """This engine with its networks on `device` (the thread that runs its model work
+        makes it the default device: `simulmt.devices.use_device`)."""
+        self.model.to(device)
+        for net in (self.segmenter, self.restorer):
+            if net is not None:
+                net.to(device)
+        self.device = device
+        return self
 
     @classmethod
     def tiny(cls, seed: int = 0, *, train_steps: int = 60) -> Engine:
