@@ -6,9 +6,9 @@ with AVX2 only, bfloat16 is emulated (slower than float32) and the int8 kernel h
 fbgemm's (`simulmt.model.int8`). A fixed default was a trap on one or the other: `serve`'s
 int8 default made an AVX2 server 5x slower than float32 (issue #55). So at load each precision
 this CPU runs natively is timed on one representative batched turn (an encoder pass over two
-new words and one decoder step, `TURN_ROWS` streams), best of `REPEATS` interleaved runs, and
-the fastest wins; one that is not clearly faster than float32 (`MIN_GAIN`) never does. The
-timing costs a fraction of a second and is logged with the choice.
+new words and one decoder step, `TURN_ROWS` streams), best of `REPEATS` interleaved runs in
+CPU time, and the fastest wins; one that is not clearly faster than float32 (`MIN_GAIN`)
+never does. Choosing costs about a second of CPU and is logged with the times.
 """
 
 from __future__ import annotations
@@ -114,17 +114,26 @@ def choose_precision(
 
 
 def time_turns(models: Mapping[str, SimulTransformer]) -> dict[str, float]:
-    """Best-of-`REPEATS` ms of one representative batched turn per model, interleaved so that
-    a burst of load from elsewhere hits every precision alike."""
-    turns = {name: _turn(model) for name, model in models.items()}
-    for run in turns.values():  # warm-up: first calls allocate and pick kernels
-        run()
-    best = dict.fromkeys(turns, float("inf"))
-    for _ in range(REPEATS):
-        for name, run in turns.items():
-            start = time.perf_counter()
+    """Best-of-`REPEATS` CPU ms of one representative batched turn per model, interleaved so
+    that a burst of load from elsewhere hits every precision alike.
+
+    On one torch thread and in this thread's CPU time, not wall time: on a busy machine wall
+    time measures the scheduler (with 2 threads at load 24, both precisions took 2.9 s a turn
+    and the faster one lost its lead in the noise); CPU time measures the kernels."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        turns = {name: _turn(model) for name, model in models.items()}
+        for run in turns.values():  # warm-up: first calls allocate and pick kernels
             run()
-            best[name] = min(best[name], (time.perf_counter() - start) * 1000)
+        best = dict.fromkeys(turns, float("inf"))
+        for _ in range(REPEATS):
+            for name, run in turns.items():
+                start = time.thread_time()
+                run()
+                best[name] = min(best[name], (time.thread_time() - start) * 1000)
+    finally:
+        torch.set_num_threads(threads)
     return best
 
 
