@@ -13,7 +13,6 @@ import functools
 import logging
 import os
 import signal
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +21,8 @@ from simulmt.server.app import CaptionServer
 from simulmt.server.auth import read_token_file
 from simulmt.server.cli_limits import add_limit_arguments, limit_child_args, limit_options
 from simulmt.server.config import Limits, ServerConfig
+from simulmt.server.liveness import EXIT_WORKER_FAILED
+from simulmt.server.supervise import supervise
 
 from simulmt.devices import add_device_argument, resolve_device
 from simulmt.engine import Engine
@@ -35,7 +36,6 @@ logger = logging.getLogger(__name__)
 # server in a test decides exactly as a Session alone). The precision: CLI_DTYPE (auto, the
 # fastest measured on this CPU; a fixed int8 was 5x slower than float32 on AVX2-only CPUs);
 # the loop guard: looping outputs on newstest2015 8.7% -> 0.2% (bench/RESULTS.md, README).
-EXIT_WORKER_FAILED = 3  # the model worker died or got stuck (1: could not start or load)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -272,31 +272,21 @@ async def _serve(config: ServerConfig, load: Callable[[], Engine], name: str) ->
 
 
 def _supervise(args: argparse.Namespace) -> int:
-    """Run `--workers N` child processes on consecutive ports; forward SIGTERM/SIGINT to them."""
+    """Run `--workers N` child processes on consecutive ports (supervise.py)."""
     threads = args.threads or max(1, (os.cpu_count() or 1) // args.workers)
     base = [sys.executable, "-m", "simulmt.cli"] + (["-v"] if args.verbose else []) + ["serve"]
     env = dict(os.environ)
     token = token_from_args(args)
     if token:
         env["SIMULMT_TOKEN"] = token  # not on the command line, where `ps` shows it
-    children = [
-        subprocess.Popen(base + _child_args(args, port=args.port + i, threads=threads), env=env)
-        for i in range(args.workers)
+    commands = [
+        base + _child_args(args, port=args.port + i, threads=threads) for i in range(args.workers)
     ]
     print(
         f"started {args.workers} servers on ports {args.port}..{args.port + args.workers - 1}",
         flush=True,
     )
-
-    def forward(signum: int, _frame: object) -> None:
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signum)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-    codes = [child.wait() for child in children]
-    return max(codes, key=abs)
+    return supervise(commands, env=env)
 
 
 def _child_args(args: argparse.Namespace, *, port: int, threads: int) -> list[str]:

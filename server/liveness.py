@@ -17,6 +17,7 @@ from collections.abc import Callable
 from simulmt.server.worker import Worker
 
 logger = logging.getLogger(__name__)
+EXIT_WORKER_FAILED = 3  # `simulmt serve`'s exit status when its worker failed (1: never started)
 
 
 class WorkerState(enum.Enum):

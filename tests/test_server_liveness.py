@@ -7,12 +7,16 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import os
+import signal
+import socket
 import sys
 import threading
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from simulmt.server.app import CaptionServer
@@ -183,3 +187,60 @@ async def test_serve_exits_non_zero_when_the_worker_dies() -> None:
             await proc.wait()
     assert code == 3, err[-2000:]
     assert "the model worker is dead" in err and "the model worker died" in err
+
+
+KILL_ON_TOT = """\
+import simulmt.engine as E
+original = E.Engine.encode_many
+class Killed(BaseException): pass
+def encode_many(self, sources, words):
+    if any('TOT' in ws for ws in words): raise Killed('injected')
+    return original(self, sources, words)
+E.Engine.encode_many = encode_many
+"""
+
+
+async def test_workers_restart_a_process_whose_worker_died(tmp_path: Path) -> None:
+    """`serve --workers 2`: the process whose worker died exits 3 and is started again on its
+    port; the other one never stops. The fault comes from a sitecustomize on PYTHONPATH,
+    which every child process imports."""
+    (tmp_path / "sitecustomize.py").write_text(KILL_ON_TOT, encoding="utf-8")
+    with socket.socket() as a, socket.socket() as b:
+        a.bind(("127.0.0.1", 0))
+        b.bind(("127.0.0.1", 0))
+        base = a.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "simulmt.cli", "serve", "--tiny", "--workers", "2",
+        "--port", str(base), "--threads", "1",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    assert proc.stdout is not None
+
+    async def serving(ports: set[int]) -> None:
+        async with asyncio.timeout(240):
+            while ports:
+                line = (await proc.stdout.readline()).decode()  # type: ignore[union-attr]
+                assert line, "serve --workers exited"
+                ports -= {p for p in ports if f"127.0.0.1:{p}/" in line and "serving" in line}
+
+    try:
+        await serving({base, base + 1})
+        async with connect(f"ws://127.0.0.1:{base}/ws") as ws:
+            await ws.send(START)
+            await ws.send(json.dumps({"type": "source", "text": "ich bin TOT"}))
+            assert (await until_closed(ws))[-1]["code"] == "internal"
+        await serving({base})  # started again on its port
+        for port in (base, base + 1):
+            async with connect(f"ws://127.0.0.1:{port}/ws") as ws:
+                await ws.send(START)
+                await ws.send(json.dumps({"type": "source", "text": "ja ."}))
+                await ws.send(json.dumps({"type": "end"}))
+                messages = await until_closed(ws)
+            assert ws.close_code == 1000 and messages[-1]["type"] == "end"
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), timeout=60) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()

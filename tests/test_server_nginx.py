@@ -133,7 +133,7 @@ async def session_through(url: str, text: str) -> tuple[str, list[dict[str, obje
         await ws.send(json.dumps({"type": "source", "text": text}))
         await ws.send(json.dumps({"type": "end"}))
         messages = [json.loads(m) async for m in ws]
-    return str(session["session_id"]), messages, ws.close_code
+    return str(session["resume"]["route"]), messages, ws.close_code  # route: the process's port
 
 
 async def resume_through(url: str, instances: dict[int, str]) -> None:
@@ -191,8 +191,8 @@ async def test_sessions_spread_over_two_processes_behind_nginx(tmp_path: Path) -
         results = await asyncio.gather(
             *(session_through(f"ws://127.0.0.1:{listen}/ws", t) for t in texts)
         )
-        served_by = {sid.split("-")[0] for sid, _, _ in results}
-        assert served_by == set(instances.values())  # sessions landed on both processes
+        served_by = {int(route) for route, _, _ in results}
+        assert served_by == set(instances)  # sessions landed on both processes
         for (_, messages, close), text in zip(results, texts, strict=True):
             assert close == 1000
             assert [m["source"] for m in messages if m["type"] == "final"] == [text]
