@@ -17,7 +17,7 @@ from collections.abc import Callable
 from http import HTTPStatus
 
 from simulmt.server.admission import Addresses
-from simulmt.server.auth import Access
+from simulmt.server.auth import Access, is_loopback
 from simulmt.server.config import ServerConfig
 from simulmt.server.connection import CLOSE_TIMEOUT_S, Connection
 from simulmt.server.liveness import WorkerState, watch, worker_state
@@ -164,6 +164,13 @@ class CaptionServer:
         await asyncio.shield(self._load_task)
         await self.worker.wait_loaded()  # re-raises a loading failure
 
+    @property
+    def serves_metrics(self) -> bool:
+        """/metrics on the main port: unless it has its own, and only behind a token or on a
+        loopback address (never open to the internet)."""
+        c = self.config
+        return c.metrics_port is None and (c.token is not None or is_loopback(c.host))
+
     def worker_state(self) -> WorkerState:
         return self.worker_failure or worker_state(self.worker, stall_s=self.config.worker_stall_s)
 
@@ -209,7 +216,7 @@ class CaptionServer:
             static=self._static,
             health=self.health(),
             access=self.access,
-            metrics=self.metrics.render if self.config.metrics_port is None else None,
+            metrics=self.metrics.render if self.serves_metrics else None,
         )
         return refused or self.addresses.refuse(ws, request)  # a websocket: per-address limit
 

@@ -96,7 +96,10 @@ def gate(
         if path == "/healthz":
             status = HTTPStatus.OK if health.ok else HTTPStatus.SERVICE_UNAVAILABLE
             return respond(ws, status, json.dumps(health.body), "application/json")
-        if path == "/metrics" and metrics is not None:
+        if path == "/metrics":
+            if metrics is None:
+                why = "/metrics is not on this port: see --metrics-port (or set a --token)"
+                return _text(ws, HTTPStatus.NOT_FOUND, why)
             if access.token is not None and not token_matches(token_of(request), access.token):
                 return _unauthorized(ws, "send 'Authorization: Bearer T' (a scrape's bearer token)")
             return respond(ws, HTTPStatus.OK, metrics(), METRICS_TYPE)

@@ -148,8 +148,21 @@ async def test_metrics_are_behind_the_token_and_each_server_has_its_own() -> Non
 async def test_metrics_on_a_separate_port() -> None:
     async with running(ServerConfig(port=0, token="tok", metrics_port=0)) as server:
         main = f"http://127.0.0.1:{server.port}/metrics"
-        assert (await asyncio.to_thread(get, main, "tok"))[0] == 404  # not on the main port
+        status, _, body = await asyncio.to_thread(get, main, "tok")
+        assert status == 404 and "--metrics-port" in body  # not on the main port
         url = f"http://127.0.0.1:{server.metrics_port}/metrics"
         assert value(await scrape(url), "simulmt_worker_up") == 1  # no token on this port
         status, _, _ = await asyncio.to_thread(get, f"http://127.0.0.1:{server.metrics_port}/")
         assert status == 404
+
+
+def test_metrics_are_never_open_on_a_public_address() -> None:
+    """On a non-loopback address /metrics is on the main port only behind a token (else on
+    --metrics-port, or nowhere). Not started: these tests bind loopback only."""
+
+    def serves(**kw: object) -> bool:
+        config = ServerConfig(port=0, **kw)  # type: ignore[arg-type]
+        return CaptionServer(config, load=engine, model_name="t").serves_metrics
+
+    assert not serves(host="0.0.0.0") and serves(host="0.0.0.0", token="t")
+    assert serves(host="127.0.0.1") and not serves(host="127.0.0.1", metrics_port=9000)
