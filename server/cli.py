@@ -81,7 +81,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=d.metrics_port,
         help="serve GET /metrics (Prometheus) on this separate port, without token (default: "
-        "on the main port, behind the token when there is one)",
+        "on the main port, behind the token when there is one; a non-loopback --host without "
+        "a token serves none there)",
     )
     parser.add_argument(
         "--metrics-host",
