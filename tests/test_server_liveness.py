@@ -108,6 +108,7 @@ async def test_a_dead_worker_turns_healthz_503_and_ends_sessions() -> None:
         status, body = await asyncio.to_thread(health, server)
         assert status == 503 and (body["status"], body["worker"]) == ("failed", "dead")
         assert "TOT" not in json.dumps(body) and "injected" not in json.dumps(body)
+        assert server.instance not in json.dumps(body)  # the instance id is for the log only
 
 
 async def test_a_stuck_worker_turns_healthz_503_and_ends_sessions() -> None:
