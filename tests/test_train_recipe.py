@@ -127,3 +127,19 @@ def test_pieces_join_back_exactly_and_refuse_a_damaged_set(tmp_path: Path) -> No
     (tmp_path / "p" / "model.pt.002").unlink()
     with pytest.raises(PiecesError, match="missing"):
         join_pieces(find_index(tmp_path / "p"), tmp_path / "j3")
+
+
+def test_training_needs_only_what_the_gpu_machine_has() -> None:
+    """The recipe, the trainer and the pack run where only torch, sentencepiece, sacrebleu and
+    numpy are installed: the server's, the evaluator's and the progress bar's packages are
+    blocked from importing in a fresh interpreter."""
+    code = (
+        "import sys\n"
+        "for m in ('websockets', 'matplotlib', 'mweralign', 'tqdm', 'prometheus_client'):\n"
+        "    sys.modules[m] = None\n"
+        "import simulmt.train.recipe, simulmt.train.loop, simulmt.train.__main__\n"
+        "import simulmt.data.pack, simulmt.export\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
