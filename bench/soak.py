@@ -185,7 +185,6 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
                     (deployment.url, f"ws://127.0.0.1:{deployment.ports[-1]}/ws"),
                     deadline,
                     seed=args.seed * 1000 + n,
-                    drain_timeout_s=args.drain_timeout_s,
                 )
             )
             for n, (kind, i) in enumerate((k, i) for k in KINDS for i in range(args.hostile))

@@ -5,16 +5,15 @@ beside the well-behaved sessions, and records how the server ended each of its c
 - oversize_frame: starts a session, then sends one frame over the transport cap (1009)
 - silent: opens a websocket and never sends `start` (handshake deadline: `idle_timeout`, 1008)
 - non_reader: connects to a server process directly (nginx's buffers would absorb megabytes
-  first), starts a session, and for the server's drain timeout and 15 s more sends words and
-  reads nothing (the server closes it: 1008, then aborts the socket); then it reads what it
-  was sent and sees the end (1008 or 1006). A server that had not closed it would go on
-  streaming to it: "not closed" after the hang guard.
+  first), starts a session, then sends two frames of words a second and reads nothing, until
+  a send fails because the server closed it (drain timeout: 1008, then the socket is aborted),
+  or for the hang guard at most; then it reads what it was sent and sees the end (1008 or
+  1006). A server that had not closed it would go on streaming to it: "not closed".
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import random
 import socket
@@ -95,44 +94,42 @@ async def silent(url: str, errors: Counter[str]) -> ClientConnection:
     return ws
 
 
-async def non_reader(url: str, errors: Counter[str], *, stall_s: float) -> ClientConnection:
+async def non_reader(url: str, errors: Counter[str]) -> ClientConnection:
     parts = urlsplit(url)
     sock = socket.create_connection((parts.hostname, parts.port))
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     ws = await _started(url, sock=sock, max_queue=1, ping_interval=None, compression=None)
     ws.transport.pause_reading()  # from now on it reads nothing, not even a close
     words = " ".join(["ich habe heute einen Brief geschrieben und das Wetter ist schön"] * 4)
-    stop = time.monotonic() + stall_s
+    stop = time.monotonic() + HANG_GUARD_S
     try:
         while time.monotonic() < stop:  # 2 frames/s: within the rate limit
             await ws.send(json.dumps({"type": "source", "text": words}))
             await asyncio.sleep(0.5)
     except ConnectionClosed:
-        await asyncio.sleep(max(0.0, stop - time.monotonic()))
+        pass
     ws.transport.resume_reading()
     await _read_until_closed(ws, errors)
     return ws
 
 
 Attack = Callable[[str, Counter[str]], Awaitable[ClientConnection]]
-KINDS = ("flood", "oversize_frame", "silent", "non_reader")
 
 
-def attack(kind: str, *, drain_timeout_s: float) -> Attack:
-    if kind == "non_reader":
-        return functools.partial(non_reader, stall_s=drain_timeout_s + 15)
-    attacks: dict[str, Attack] = {"flood": flood, "oversize_frame": oversize_frame,
-                                  "silent": silent}  # fmt: skip
-    return attacks[kind]
+ATTACKS: dict[str, Attack] = {
+    "flood": flood,
+    "oversize_frame": oversize_frame,
+    "silent": silent,
+    "non_reader": non_reader,
+}
+KINDS = tuple(ATTACKS)
 
 
-async def hostile(
-    kind: str, urls: tuple[str, str], deadline: float, *, seed: int, drain_timeout_s: float
-) -> HostileResult:
+async def hostile(kind: str, urls: tuple[str, str], deadline: float, *, seed: int) -> HostileResult:
     """Run one kind of attack again and again until shortly before the deadline; `urls`: the
     proxy's, and one server process's own (for the non-reader)."""
     rng, result = random.Random(seed), HostileResult()
-    run = attack(kind, drain_timeout_s=drain_timeout_s)
+    run = ATTACKS[kind]
     url = urls[1] if kind == "non_reader" else urls[0]
     await asyncio.sleep(rng.uniform(1, 5))
     while time.monotonic() < deadline - 20:

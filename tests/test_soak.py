@@ -1,5 +1,6 @@
 """bench/soak.py in its short form: 4 sessions for 30 s on the tiny model, two processes behind
-nginx, with every kind of fault the seed draws and a SIGTERM to one process near the end."""
+nginx, with every kind of fault the seed draws, one hostile client of each kind beside them
+(flood, oversize frame, silent, non-reader) and a SIGTERM to one process near the end."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def test_short_soak_loses_and_repeats_nothing(tmp_path: Path) -> None:
     argv = ["--tiny", "--sessions", "4", "--minutes", "0.5", "--faults", "12", "--seed", "3"]
     run = subprocess.run(
         [sys.executable, str(SOAK), *argv, "--json", str(out)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert out.exists(), run.stderr[-2000:]
     report = json.loads(out.read_text())
@@ -37,4 +38,12 @@ def test_short_soak_loses_and_repeats_nothing(tmp_path: Path) -> None:
     assert report["new_sessions"] >= 1  # ...and the SIGTERM moved sessions to the other process
     assert report["errors_received"].get("shutting_down", 0) >= 1
     assert len(report["faults"]) >= 4
+    # the hostile clients beside them (#52): each ended by the server, the way it should be
+    hostile = report["hostile"]
+    assert set(hostile["flood_0"]["closes"]) == {"1008"}
+    assert hostile["flood_0"]["errors"]["rate_limited"] == hostile["flood_0"]["attempts"] >= 1
+    assert set(hostile["oversize_frame_0"]["closes"]) == {"1009"}
+    assert set(hostile["silent_0"]["closes"]) == {"1008"}
+    assert hostile["silent_0"]["errors"]["idle_timeout"] == hostile["silent_0"]["attempts"]
+    assert "not closed" not in hostile["non_reader_0"]["closes"]
     assert run.returncode == 0
