@@ -3,7 +3,7 @@
 # sacrebleu and numpy (nothing installed from this repository: it runs from the source tree):
 #   OUT=dir [PYTHON=python3] [PACK=cache/corpus-pack] scripts/gpu-train.sh teacher [options]
 #   OUT=dir ... scripts/gpu-train.sh student --distill cache/gpu/train.distill.en.xz [options]
-# Each stage unpacks the corpus pack, trains within --minutes (default 9), evaluates on
+# Each stage unpacks the corpus pack, trains within --minutes (default 8.5), evaluates on
 # newstest2013 and writes into OUT: recipe.log, STAGE.json (scores, steps, seconds per stage)
 # and the teacher's train.distill.en.xz or the student's model.pt.000... pieces (<= 16 MiB).
 # Options go to `python -m simulmt.train.recipe STAGE` (--set key=value, --config, --minutes,

@@ -143,3 +143,19 @@ def test_training_needs_only_what_the_gpu_machine_has() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_distilled_targets_cut_short_by_the_time_limit_still_read(tmp_path: Path) -> None:
+    """The teacher writes one xz stream per chunk as it goes: a run killed mid-write returns
+    whole chunks and whole lines of the cut one, and the student pads the rest (references)."""
+    chunks = [b"one\ntwo\n", b"three\nfour\n", b"five\nsix\n"]
+    streams = [lzma.compress(c) for c in chunks]
+    whole = tmp_path / "whole.xz"
+    whole.write_bytes(b"".join(streams))
+    assert recipe.read_distill(whole, 6).split("\n")[:-1] == [
+        "one", "two", "three", "four", "five", "six"]
+    cut = tmp_path / "cut.xz"
+    cut.write_bytes(streams[0] + streams[1] + streams[2][: len(streams[2]) // 2])
+    lines = recipe.read_distill(cut, 6).split("\n")[:-1]
+    assert lines[:4] == ["one", "two", "three", "four"] and len(lines) == 6
+    assert all(x in ("", "five", "six") for x in lines[4:])

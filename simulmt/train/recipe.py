@@ -8,7 +8,7 @@ under a hard wall-clock limit and keeps nothing between runs: every stage watche
 writes what it has before its time is up, and nothing it needs later (optimizer state) is left
 behind on the machine.
 
-    python -m simulmt.train.recipe teacher --pack cache/corpus-pack --out $OUT [--minutes 9]
+    python -m simulmt.train.recipe teacher --pack cache/corpus-pack --out $OUT [--minutes 8.5]
     python -m simulmt.train.recipe student --pack cache/corpus-pack --out $OUT \
         --distill cache/gpu/train.distill.en.xz [--init-from MODEL_DIR|PIECES_DIR]
     python -m simulmt.train.recipe join PIECES_DIR --out MODEL_DIR
@@ -60,9 +60,9 @@ class RecipeConfig:
     work: Path = Path("/tmp/simulmt-gpu")  # unpacked corpus and run folders (left behind)
     config: Path | None = None  # training config (default: CONFIGS[stage])
     overrides: tuple[str, ...] = ()  # `--set key=value` for the training config
-    # wall minutes for the whole stage: a 10-minute run less a minute for Python, torch and
-    # CUDA to start and the files to be collected
-    minutes: float = 9.0
+    # wall minutes for the whole stage: a 10-minute run less 1.5 for Python, torch and CUDA to
+    # start, the last checkpoint and the files to be collected
+    minutes: float = 8.5
     eval_minutes: float = 0.5  # kept free at the end for the dev-set evaluation
     distill_minutes: float = 2.0  # teacher: kept free for translating the training sources
     export_minutes: float = 0.3  # student: kept free for writing the weights
@@ -158,36 +158,60 @@ def read_side(corpus: Path, name: str, lang: str) -> list[str]:
 
 
 def distill(model: SimulTransformer, tok: Tokenizer, corpus: Path, out: Path,
-            clock: Clock, *, reserve_s: float = 20.0, chunk: int = 20_000) -> int:
+            clock: Clock, *, reserve_s: float = 30.0, chunk: int = 20_000) -> int:
     """The teacher's full-sentence translation of every training source, one line each, written
-    xz-compressed to `out`; sources the clock leaves no time for stay empty (the student keeps
-    their references). Returns the number translated."""
+    to `out` as one xz stream per chunk of lines as each is done (a run cut off by its time
+    limit still returns the chunks before); sources the clock leaves no time for stay empty
+    (the student keeps their references). Returns the number translated."""
     sources = [s for s, _ in read_parallel(corpus, "train", "de", "en")]
     on_gpu = next(model.parameters()).device.type == "cuda"
     batch = DISTILL_GPU_BATCH if on_gpu else None  # None: translate's own default
-    lines = [""] * len(sources)
     done = 0
-    for start in range(0, len(sources), chunk):
-        began = time.time()
-        part = sources[start : start + chunk]
-        for i, hyp in enumerate(dev.translate(model, tok, part, k=FULL, batch=batch)):
-            lines[start + i] = hyp.replace("\n", " ")
-        done += len(part)
-        per_chunk = time.time() - began
-        log.info("distilled %d of %d sources (%.0f s for the last %d)", done, len(sources),
-                 per_chunk, len(part))
-        if clock.left() < per_chunk + reserve_s:
-            break
-    text = "".join(line + "\n" for line in lines)
-    out.write_bytes(lzma.compress(text.encode("utf-8"), preset=9))  # it must travel back
+    with open(out, "wb") as f:
+        for start in range(0, len(sources), chunk):
+            began = time.time()
+            part = sources[start : start + chunk]
+            hyps = dev.translate(model, tok, part, k=FULL, batch=batch)
+            text = "".join(hyp.replace("\n", " ") + "\n" for hyp in hyps)
+            f.write(lzma.compress(text.encode("utf-8"), preset=9))  # it must travel back
+            f.flush()
+            done += len(part)
+            per_chunk = time.time() - began
+            log.info("distilled %d of %d sources (%.0f s for the last %d)", done, len(sources),
+                     per_chunk, len(part))
+            if clock.left() < per_chunk + reserve_s:
+                break
+        if done < len(sources):  # the rest keep their references
+            f.write(lzma.compress(b"\n" * (len(sources) - done), preset=9))
     clock.done("distill")
     return done
 
 
-def read_distill(path: Path) -> str:
-    """The teacher's translations, from an .xz (as the teacher stage writes them) or text."""
+def read_distill(path: Path, lines: int) -> str:
+    """The teacher's translations (.xz, as the teacher stage writes them, or text) for a
+    training split of `lines` lines; a file cut short by its run's time limit is padded with
+    empty lines (their references stay)."""
     data = path.read_bytes()
-    return (lzma.decompress(data) if path.suffix == ".xz" else data).decode("utf-8")
+    if path.suffix == ".xz":
+        decompressor = lzma.LZMADecompressor()
+        text, rest = b"", data
+        while rest:  # one stream per chunk; a truncated last stream gives what it holds
+            try:
+                text += decompressor.decompress(rest)
+            except lzma.LZMAError:
+                break
+            rest = decompressor.unused_data
+            if not decompressor.eof:
+                break
+            decompressor = lzma.LZMADecompressor()
+        text = text[: text.rfind(b"\n") + 1]  # whole lines only
+        data = text
+    got = data.decode("utf-8").splitlines()
+    if len(got) < lines:
+        log.warning("%s has %d of %d lines (its run was cut short): the rest keep their "
+                    "references", path, len(got), lines)
+        got += [""] * (lines - len(got))
+    return "".join(line + "\n" for line in got)
 
 
 def init_model_folder(source: Path, work: Path) -> Path:
@@ -220,11 +244,12 @@ def run_stage(rc: RecipeConfig) -> dict[str, Any]:
     clock.done("unpack")
     extra: list[str] = []
     if rc.stage == "student" and rc.distill is not None:
+        n = sum(1 for _ in iter_split_side(corpus, "train", "de"))
         if (corpus / "train.en").is_file():
-            (corpus / DISTILL_FILE).write_text(read_distill(rc.distill), encoding="utf-8")
+            (corpus / DISTILL_FILE).write_text(read_distill(rc.distill, n), encoding="utf-8")
             extra.append(f"distill={corpus / DISTILL_FILE}")
         else:  # a pack without the references (less to carry): the teacher's are the targets
-            (corpus / "train.en").write_text(read_distill(rc.distill), encoding="utf-8")
+            (corpus / "train.en").write_text(read_distill(rc.distill, n), encoding="utf-8")
             log.info("the pack has no train.en: the teacher's translations are the targets")
     if rc.stage == "student" and rc.init_from is not None:
         extra.append(f"init_from={init_model_folder(rc.init_from, rc.work)}")
