@@ -29,6 +29,7 @@ from simulmt.devices import add_device_argument, use_device
 from simulmt.inputs import InputKind
 from simulmt.segment.views import SourceStyle, recognizer_view
 from simulmt.sentences import Segmentation
+from simulmt.stops_cli import add_premature_stops, premature_stops
 
 if TYPE_CHECKING:
     from simulmt.engine import Engine
@@ -56,6 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--reference", type=Path, required=True, help="reference translations, one per line")
     add_search_arguments(parser)  # beam, scoring, speculation, guard, numbers, dtype
     add_device_argument(parser)  # cpu or cuda
+    add_premature_stops(parser)
     a("--model", type=Path, default=None, help="model folder (default: the bundled model)")
     a(
         "--output",
@@ -232,6 +234,7 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
         **search_settings(args),
         batch_size=args.batch_size,
         jobs=args.jobs,
+        premature_stops=premature_stops(args),
         segmentation=Segmentation(args.segmentation),
         lookahead=args.lookahead,
         drop_fillers=not args.keep_fillers,
@@ -328,8 +331,8 @@ def _evaluate_all(
     from simulmt.eval.instances import write_run
     from simulmt.eval.loops import loop_rate
     from simulmt.eval.runner import simulate
+    from simulmt.eval.splits import split_rate
     from tqdm import tqdm
-
 
     engine, run_config = load_for_run(args, specs)
     results = []
@@ -353,6 +356,7 @@ def _evaluate_all(
             unit=run_config.unit.value,
             wall_s=sim.wall_s,
             loops=loop_rate([s.prediction for s in sim.stats]),
+            splits=split_rate(sources, [s.prediction for s in sim.stats]),
             groups=_group_scores(labels, sim.stats, sentences, references, latency_config)
             if labels is not None
             else None,
@@ -363,10 +367,6 @@ def _evaluate_all(
         if (warning := degeneracy_warning(result)) is not None:
             log.warning("%s", warning)
         if result.latency.empty:
-            log.warning(
-                "%s: %d empty hypotheses (scored as %s)",
-                spec,
-                result.latency.empty,
-                latency_config.empty.value,
-            )
+            log.warning("%s: %d empty hypotheses (scored as %s)",
+                        spec, result.latency.empty, latency_config.empty.value)
     return results

@@ -144,7 +144,8 @@ _SCORE_COLUMNS = [  # scores.tsv header (SimulEval's metric names) -> result key
     ("DAL", "dal"), ("ATD", "atd"), ("AL_CA", "ca_al"), ("LAAL_CA", "ca_laal"),
     ("YAAL", "yaal"), ("YAAL_CA", "ca_yaal"), ("SWF", "swf"), ("EFSW", "efsw"),
     ("DSPTV", "dsptv"), ("degenerate", "degenerate"),
-    ("NE", "normalized_erasure"), ("RPW", "revisions_per_word"),
+    ("NE", "normalized_erasure"), ("RPW", "revisions_per_word"), ("loops", "loops"),
+    ("splits", "splits"),
     ("sentences", "sentences"), ("empty", "empty"),
 ]  # fmt: skip
 

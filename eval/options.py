@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulmt.inputs import InputKind
-from simulmt.search.options import Scoring, SearchOptions, WriteUnit
+from simulmt.search.options import PrematureStops, Scoring, SearchOptions, WriteUnit
 from simulmt.sentences import Segmentation
 
 __all__ = ["RunConfig"]
@@ -27,6 +27,8 @@ class RunConfig:
     # ban 3rd copies of token cycles up to this long; off as in the library (`simulmt eval` runs
     # CLI_LOOP_GUARD unless told otherwise)
     loop_guard: int = SearchOptions.loop_guard
+    # a sentence end before the source sentence is finished (simulmt.search.stops)
+    premature_stops: PrematureStops = SearchOptions.premature_stops
     # what ends a sentence inside a line or document: punctuation keeps sentence-level results
     # comparable with earlier runs; auto (the boundary detector) is for unpunctuated streams
     segmentation: Segmentation = Segmentation.PUNCTUATION
@@ -47,7 +49,7 @@ class RunConfig:
         return SearchOptions(
             beam=self.beam, scoring=self.scoring, alpha=self.alpha, beta=self.beta,
             lookahead=self.speculate, unit=self.unit,
-            loop_guard=self.loop_guard,
+            loop_guard=self.loop_guard, premature_stops=self.premature_stops,
         )
 
     def __post_init__(self) -> None:

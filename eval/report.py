@@ -37,6 +37,8 @@ class PolicyResult:
     wall_s: float | None = None  # wall-clock time of the simulation
     groups: dict[str, dict[str, object]] | None = None  # per-label scores (--groups)
     loops: float | None = None  # % of outputs that loop (simulmt.eval.loops), None: not counted
+    # % of single-sentence lines whose output has a sentence end inside (simulmt.eval.splits)
+    splits: float | None = None
 
     def as_dict(self) -> dict[str, object]:
         """Flat JSON-able record: the keys of `simulmt eval --json` and scores.json."""
@@ -62,6 +64,7 @@ class PolicyResult:
             "rate": self.config.rate,
             "wall_s": self.wall_s,
             "loops": self.loops,
+            "splits": self.splits,
             **({"groups": self.groups} if self.groups is not None else {}),
         }
 
@@ -82,6 +85,7 @@ _COLUMNS = [  # (header, key, format)
     ("DSPTV", "dsptv", "{:+.1f}"),
     ("NE", "normalized_erasure", "{:.3f}"),
     ("loops %", "loops", "{:.1f}"),
+    ("splits %", "splits", "{:.1f}"),
     ("sent", "sentences", "{}"),
     ("empty", "empty", "{}"),
 ]

@@ -19,6 +19,7 @@ from simulmt.runtime import add_dtype_argument
 from simulmt.search.options import CLI_LOOP_GUARD, Scoring, SearchOptions, WriteUnit
 from simulmt.sentences import Segmentation
 from simulmt.session import InputError, Session
+from simulmt.stops_cli import add_premature_stops, premature_stops
 from simulmt.updates import Update
 
 
@@ -56,6 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "second sentence stop right after one "
         f"(default {CLI_LOOP_GUARD}; 0: off)",
     )
+    add_premature_stops(parser)
     parser.add_argument(
         "--segmentation",
         choices=[m.value for m in Segmentation],
@@ -126,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
             scoring=Scoring(args.scoring),
             unit=WriteUnit(args.unit),
             loop_guard=args.loop_guard,
+            premature_stops=premature_stops(args),
         )
         engine = Engine.load(args.model, dtype=args.dtype)
         segmentation = Segmentation(args.segmentation)

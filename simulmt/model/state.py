@@ -146,6 +146,9 @@ class StreamState:
     # found the word boundary (None once a READ changed the source or the decision used them)
     history: list[tuple[int, ...]] = field(default_factory=list)  # re-translation hypotheses
     redecode: BeamState | None = None  # re-translation: the beam re-decoding the prefix
+    # (target position, words read): sentence stops are banned there until the next READ, once
+    # one was dropped there (simulmt.search.stops)
+    stop_ban: tuple[int, int] | None = None
     stalled: bool = False  # the policy asked to READ but no word is there yet
     done: bool = False  # the sentence's translation is final
     finish_started: float | None = None  # when the source became complete and fully read

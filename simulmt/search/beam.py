@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 
 import torch
 
@@ -47,14 +48,16 @@ def expand(
     src_len: int,
     forbid: torch.Tensor | None = None,
     stops: frozenset[int] = frozenset(),
+    bans: Sequence[tuple[int, int]] = (),
 ) -> None:
     """Extend every hypothesis by one token: keep the best `opts.beam` non-EOS candidates
     (after threshold pruning); EOS candidates become complete hypotheses. `forbid` (V,) bool
     masks tokens that may not come next; `opts.loop_guard` bans, per hypothesis, the token that
     would repeat a short cycle a third time in a row and, after one of the `stops` pieces
-    (sentence stops), another (simulmt.search.loops)."""
-    bans = (beam_bans(beam.tokens, max_cycle=opts.loop_guard, stops=stops)
-            if opts.loop_guard else [])
+    (sentence stops), another (simulmt.search.loops). `bans`: more (row, token) pairs that may
+    not come next (simulmt.search.stops)."""
+    if opts.loop_guard:
+        bans = [*beam_bans(beam.tokens, max_cycle=opts.loop_guard, stops=stops), *bans]
     if (
         opts.beam == 1
         and beam.size == 1

