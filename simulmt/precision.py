@@ -55,7 +55,10 @@ def native_precisions() -> tuple[str, ...]:
     """The precisions this CPU runs without emulation: float32 and int8 everywhere (an int8
     kernel exists for every x86 CPU), bfloat16 only with bf16 instructions (AVX512-BF16, AMX):
     without them oneDNN emulates it, several times slower than float32."""
-    bf16 = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    try:
+        bf16 = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a build without oneDNN: no bf16 kernels either
+        bf16 = False
     return tuple(n for n in DTYPE_NAMES if n != "bfloat16" or bf16)
 
 
