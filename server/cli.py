@@ -28,6 +28,7 @@ from simulmt.devices import add_device_argument, resolve_device
 from simulmt.engine import Engine
 from simulmt.runtime import CLI_DTYPE, add_dtype_argument
 from simulmt.search.options import CLI_LOOP_GUARD
+from simulmt.stops_cli import add_premature_stops, premature_stops
 
 logger = logging.getLogger(__name__)
 
@@ -150,6 +151,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "and a second sentence stop right after one ('..'), "
         f"in every session (default {CLI_LOOP_GUARD}; 0: off)",
     )
+    add_premature_stops(parser)
     parser.add_argument(
         "--steps-per-turn",
         type=int,
@@ -189,6 +191,7 @@ def config_from_args(args: argparse.Namespace, *, port: int | None = None) -> Se
         batch_window_ms=args.batch_window_ms,
         steps_per_turn=args.steps_per_turn,
         loop_guard=args.loop_guard,
+        premature_stops=premature_stops(args),
         limits=Limits(idle_timeout_s=args.idle_timeout),
         resume_window_s=args.resume_window_s,
         route=args.route,
@@ -306,6 +309,8 @@ def _child_args(args: argparse.Namespace, *, port: int, threads: int) -> list[st
         str(args.steps_per_turn),
         "--loop-guard",
         str(args.loop_guard),
+        "--premature-stops",
+        args.premature_stops,
         "--idle-timeout",
         str(args.idle_timeout),
         "--resume-window-s",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import asdict, dataclass, field
 
+from simulmt.search.options import PrematureStops, SearchOptions
+
 PROTOCOL = "simulmt.v1"  # the protocol this server speaks; a client's `start` names it
 PROTOCOLS = (PROTOCOL,)  # every version this server speaks, preferred first
 
@@ -94,6 +96,8 @@ class ServerConfig:
     # the search's loop guard for every session (simulmt.search.loops; 0 = off): bans the token that
     # would repeat a cycle of up to this many tokens a third time in a row, and a double stop
     loop_guard: int = 0
+    # a sentence end before the source sentence is finished, in every session (simulmt.search.stops)
+    premature_stops: PrematureStops = SearchOptions.premature_stops
     # a connection that drops (1006, 1001) leaves its session parked this long for a resume:
     # Wi-Fi hand-overs and proxy restarts take seconds, a closed laptop lid takes longer
     resume_window_s: float = 30.0

@@ -39,7 +39,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
 from simulmt.engine import Engine
-from simulmt.search.options import SearchOptions
+from simulmt.search.options import PrematureStops, SearchOptions
 from simulmt.sentences import Segmentation
 from simulmt.session import Session, SessionLimits
 
@@ -280,7 +280,8 @@ class Connection:
             max_sentence_words=limits.max_sentence_words,
             cut_window=min(10, max(1, limits.max_sentence_words // 4)),
         )
-        return _Factory(start, session_limits, loop_guard=self.config.loop_guard)
+        return _Factory(start, session_limits, loop_guard=self.config.loop_guard,
+                        premature_stops=self.config.premature_stops)
 
     def _attach(self, effect: Attach) -> None:
         try:
@@ -303,12 +304,15 @@ def _size(frame: str | bytes) -> int:
 class _Factory:
     """Builds a session on the worker thread (the engine lives there)."""
 
-    def __init__(self, start: Start, limits: SessionLimits, *, loop_guard: int = 0) -> None:
+    def __init__(self, start: Start, limits: SessionLimits, *, loop_guard: int = 0,
+                 premature_stops: PrematureStops = SearchOptions.premature_stops) -> None:
         self.start, self.limits, self.loop_guard = start, limits, loop_guard
+        self.premature_stops = premature_stops
 
     def __call__(self, engine: Engine) -> Session:
         _check_langs(engine, self.start)
-        options = SearchOptions(beam=self.start.beam, loop_guard=self.loop_guard)
+        options = SearchOptions(beam=self.start.beam, loop_guard=self.loop_guard,
+                                premature_stops=self.premature_stops)
         segmentation = self.start.segmentation
         if segmentation is None:  # the server's default: auto when the model can
             segmentation = Segmentation.AUTO if engine.segmenter is not None else None

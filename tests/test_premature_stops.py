@@ -185,3 +185,26 @@ def test_local_agreement_commits_up_to_the_word_before_the_stop() -> None:
     assert cut in words
     assert StopRule(PrematureStops.ALLOW, TOK).agreed(hyp, 0, agreed) == agreed
     assert rule.agreed(TOK.encode("the dog"), 0, 2) == 2
+
+
+def test_one_option_name_and_one_default_in_eval_translate_and_serve() -> None:
+    import argparse
+
+    from simulmt.eval import cli as eval_cli
+    from simulmt.eval.options import RunConfig
+    from simulmt.server import cli as serve_cli
+    from simulmt.server.config import ServerConfig
+
+    from simulmt import translate
+
+    default = SearchOptions.premature_stops
+    assert RunConfig().premature_stops is ServerConfig().premature_stops is default
+    assert RunConfig(premature_stops=PrematureStops.ALLOW).search_options().premature_stops \
+        is PrematureStops.ALLOW  # fmt: skip
+    for module in (eval_cli, translate, serve_cli):
+        parser = argparse.ArgumentParser()
+        module.add_arguments(parser)
+        assert parser.get_default("premature_stops") == default.value, module
+        action = next(a for a in parser._actions if a.dest == "premature_stops")
+        assert action.option_strings == ["--premature-stops"]
+        assert list(action.choices or []) == [m.value for m in PrematureStops]
