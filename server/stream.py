@@ -28,6 +28,13 @@ __all__ += ["paced", "run_stream", "start_message"]
 logger = logging.getLogger(__name__)
 NEW_SESSION_CODES = ("shutting_down", "resume_failed", "internal", "idle_timeout")
 RETRY_CLOSE = (1001, 1006, 1011, 1012, 1013, 1014)
+# Flow control on the client's side: the server reads every frame at once and takes at most
+# its max_backlog_words (4096 by default) waiting words, and a few dozen frames a second; so a
+# client that pumps text as fast as it can keeps at most this many words without a final, and
+# sends what is waiting in one frame (of at most COALESCE_CHARS characters). At speaking rate
+# neither ever applies: each text goes out alone, as soon as it comes.
+MAX_UNCONFIRMED_WORDS = 1024
+COALESCE_CHARS = 16 * 1024
 
 
 @dataclass(frozen=True)
@@ -92,7 +99,8 @@ class StreamClient:
         self.reading = asyncio.Event()  # cleared: the reader stops reading (a slow client)
         self.reading.set()
         self.ws: ClientConnection | None = None
-        self._queue: asyncio.Queue[str | None] = asyncio.Queue(maxsize=1)
+        self._queue: asyncio.Queue[str | None] = asyncio.Queue(maxsize=256)
+        self._finals = asyncio.Event()  # set by each `final`: the window may have opened
         self._pending: list[str] = []  # texts to send before taking more from the queue
         self._input_done = False  # the iterator is exhausted
         self._resend: list[str] = []
@@ -227,6 +235,7 @@ class StreamClient:
         self.record(message)
         if kind == "final":
             self.confirmed += len(str(message.get("source", "")).split())
+            self._finals.set()
             self._trim()
         if self.on_message is not None:
             self.on_message(message)
@@ -278,11 +287,12 @@ class StreamClient:
             while self._pending:  # logged before it goes out: a resume sends it again
                 await self._send_text(ws, s, self._pending.pop(0), first=False)
             while not self._input_done:
+                await self._window()  # before taking: a drop must not lose what was taken
                 text = await self._queue.get()
                 if text is None:
                     self._input_done = True
                 else:
-                    await self._send_text(ws, s, text, first=True)
+                    await self._send_text(ws, s, self._coalesce(text), first=True)
             if not s.end_sent:
                 end = json.dumps({"type": "end"})
                 s.frames.append((end, 0))
@@ -290,6 +300,24 @@ class StreamClient:
                 await ws.send(end)
         except ConnectionClosed:
             pass
+
+    async def _window(self) -> None:
+        """Wait while MAX_UNCONFIRMED_WORDS words have no final yet."""
+        while len(self.words) - self.confirmed >= MAX_UNCONFIRMED_WORDS:
+            self._finals.clear()
+            await self._finals.wait()
+
+    def _coalesce(self, text: str) -> str:
+        """`text` and the texts already waiting behind it, as one frame."""
+        texts, size = [text], len(text)
+        while size < COALESCE_CHARS and not self._queue.empty():
+            more = self._queue.get_nowait()
+            if more is None:
+                self._input_done = True
+                break
+            texts.append(more)
+            size += len(more) + 1
+        return " ".join(texts)
 
     async def _send_text(
         self, ws: ClientConnection, s: Resumable, text: str, *, first: bool
