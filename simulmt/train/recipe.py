@@ -166,9 +166,11 @@ def distill(model: SimulTransformer, tok: Tokenizer, corpus: Path, out: Path,
     sources = [s for s, _ in read_parallel(corpus, "train", "de", "en")]
     on_gpu = next(model.parameters()).device.type == "cuda"
     batch = DISTILL_GPU_BATCH if on_gpu else None  # None: translate's own default
-    done = 0
+    done, per_chunk = 0, 0.0
     with open(out, "wb") as f:
         for start in range(0, len(sources), chunk):
+            if clock.left() < per_chunk + reserve_s:  # the last chunk's time would overrun
+                break
             began = time.time()
             part = sources[start : start + chunk]
             hyps = dev.translate(model, tok, part, k=FULL, batch=batch)
@@ -179,8 +181,6 @@ def distill(model: SimulTransformer, tok: Tokenizer, corpus: Path, out: Path,
             per_chunk = time.time() - began
             log.info("distilled %d of %d sources (%.0f s for the last %d)", done, len(sources),
                      per_chunk, len(part))
-            if clock.left() < per_chunk + reserve_s:
-                break
         if done < len(sources):  # the rest keep their references
             f.write(lzma.compress(b"\n" * (len(sources) - done), preset=9))
     clock.done("distill")
@@ -263,6 +263,8 @@ def run_stage(rc: RecipeConfig) -> dict[str, Any]:
                               "throughput": throughput(trainer)}
     result["eval"] = evaluate(trainer.model, trainer.tok, corpus)
     clock.done("eval")
+    result["seconds"] = clock.seconds
+    _write_json(rc.out / f"{rc.stage}.json", result)  # the scores come back even if cut off
     if rc.stage == "teacher":
         result["distilled"] = distill(trainer.model, trainer.tok, corpus,
                                       rc.out / f"{DISTILL_FILE}.xz", clock)
@@ -273,8 +275,14 @@ def run_stage(rc: RecipeConfig) -> dict[str, Any]:
         result["pieces"] = [p.name for p in split_file(rc.work / "model" / "model.pt", rc.out)]
         clock.done("export")
     result["seconds"] = clock.seconds
-    (rc.out / f"{rc.stage}.json").write_text(json.dumps(result, indent=1) + "\n")
+    _write_json(rc.out / f"{rc.stage}.json", result)
     return result
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.replace(path)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
