@@ -16,9 +16,11 @@ from dataclasses import dataclass
 
 from simulmt.eval.corpus import LatencyConfig, SentenceStats
 from simulmt.eval.documents import Document
+from simulmt.eval.loops import loop_rate
 from simulmt.eval.options import RunConfig
 from simulmt.eval.quality import QualityScores, corpus_quality
 from simulmt.eval.resegment import resegment
+from simulmt.eval.splits import split_rate
 from simulmt.eval.stream_latency import (
     SentenceStreamLatency,
     emission_times,
@@ -83,6 +85,10 @@ class LongFormResult:
     empty: int  # reference sentences the hypothesis had no words for
     config: LatencyConfig
     wall_s: float
+    # % of resegmented sentences that loop (simulmt.eval.loops), and % of those whose source
+    # sentence is one that read as two or more (simulmt.eval.splits); None: not counted
+    loops: float | None = None
+    splits: float | None = None
 
     def as_dict(self) -> dict[str, object]:
         q = self.quality
@@ -104,6 +110,8 @@ class LongFormResult:
             "rate": self.config.rate,
             "empty_policy": self.config.empty.value,
             "wall_s": self.wall_s,
+            "loops": self.loops,
+            "splits": self.splits,
         }
 
 
@@ -182,6 +190,8 @@ def score_documents(
         empty=sum(1 for h in hyps if not h.split()),
         config=config,
         wall_s=wall_s,
+        loops=loop_rate(hyps),
+        splits=split_rate([" ".join(s) for doc in documents for s in doc.sources], hyps),
     )
     return result, results
 

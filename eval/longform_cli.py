@@ -53,14 +53,14 @@ def _fmt(x: float | None) -> str:
 def format_long_form(results: list[LongFormResult]) -> str:
     head = (
         "| policy | BLEU | chrF | StreamLAAL | median | CA-StreamLAAL (ms) | LongYAAL "
-        "| CA-LongYAAL (ms) | documents | sentences | empty |"
+        "| CA-LongYAAL (ms) | loops % | splits % | documents | sentences | empty |"
     )
-    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [head, "|---|" + "---:|" * 12]
     for r in results:
         lines.append(
             f"| `{r.policy}` | {r.quality.bleu:.2f} | {r.quality.chrf:.2f} | "
             f"{_fmt(r.stream_laal)} | {_fmt(r.stream_laal_median)} | {_fmt(r.ca_stream_laal)} | "
-            f"{_fmt(r.long_yaal)} | {_fmt(r.ca_long_yaal)} | "
+            f"{_fmt(r.long_yaal)} | {_fmt(r.ca_long_yaal)} | {_fmt(r.loops)} | {_fmt(r.splits)} | "
             f"{r.documents} | {r.sentences} | {r.empty} |"
         )
     if results:

@@ -78,3 +78,21 @@ def test_split_rate_counts_only_single_sentence_sources() -> None:
     assert split_rate(["Halt… der Lich täuschte"], ["Stop. The lich deceived"]) is None
     with pytest.raises(ValueError, match="2 sources for 1 hypotheses"):
         split_rate(sources[:2], hyps[:1])
+
+
+def test_the_long_form_report_counts_splits_per_resegmented_sentence() -> None:
+    from simulmt.eval.corpus import LatencyConfig, SentenceStats
+    from simulmt.eval.documents import Document
+    from simulmt.eval.longform import score_documents
+    from simulmt.eval.longform_cli import format_long_form
+
+    doc = Document("d", (("ich", "habe", "geschrieben"), ("sie", "wohnt", "dort")),
+                   ("I have written", "she lives there"))  # fmt: skip
+    hyp = "I saw. I wrote she lives there"
+    stats = SentenceStats(0, 6, " ".join(doc.references), hyp, (1, 2, 3, 3, 4, 5, 6),
+                          source=" ".join(doc.words))  # fmt: skip
+    result, _ = score_documents("p", [doc], [stats], LatencyConfig())
+    assert result.splits == pytest.approx(50.0) and result.loops == 0.0
+    assert result.as_dict()["splits"] == result.splits
+    table = format_long_form([result])
+    assert "| splits % |" in table and "| 50.00 |" in table
