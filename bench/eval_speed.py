@@ -24,6 +24,8 @@ from statistics import median
 
 from simulmt.eval.search_args import add_search_arguments
 
+from simulmt.stops_cli import add_premature_stops
+
 BIN = Path(sys.executable).parent
 
 
@@ -63,6 +65,7 @@ def search_parser() -> argparse.ArgumentParser:
     """The search options both sides take, with `simulmt eval`'s defaults."""
     search = argparse.ArgumentParser(add_help=False)
     add_search_arguments(search)
+    add_premature_stops(search)
     # `auto` times the precisions at every load, so the two processes could pick different
     # ones: the comparison runs one named precision on both sides (float32 unless told)
     search.set_defaults(dtype="float32")

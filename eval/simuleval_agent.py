@@ -35,6 +35,7 @@ from simulmt.policies.registry import load_policy
 
 from simulmt.engine import Engine
 from simulmt.session import Session, advance
+from simulmt.stops_cli import add_premature_stops, premature_stops
 
 __all__ = ["SimulmtAgent"]
 
@@ -46,7 +47,7 @@ class SimulmtAgent(TextToTextAgent):
     def __init__(self, args: argparse.Namespace) -> None:
         load_policy(args.policy)  # a bad spec fails here with the accepted grammar
         self.policy_spec: str = args.policy
-        self.config = RunConfig(**search_settings(args))
+        self.config = RunConfig(**search_settings(args), premature_stops=premature_stops(args))
         self.engine = Engine.load(Path(args.model) if args.model else None, dtype=args.precision)
         self.session: Session | None = None
         self.fed = 0  # source words of the current sentence given to the session
@@ -57,6 +58,7 @@ class SimulmtAgent(TextToTextAgent):
         parser.add_argument("--policy", default="wait-k:k=3", help="policy spec (simulmt)")
         parser.add_argument("--model", default=None, help="simulmt model folder (default bundled)")
         add_search_arguments(parser, dtype_flag="--precision")  # SimulEval owns --dtype
+        add_premature_stops(parser)
 
     def reset(self) -> None:
         super().reset()
