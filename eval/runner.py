@@ -38,10 +38,9 @@ from simulmt.session import (
     SessionLimits,
     advance,
     check_words,
-    make_detector,
-    make_restorer,
     max_source_tokens,
 )
+from simulmt.stages import make_detector, make_restorer
 from simulmt.updates import Update
 
 __all__ = ["RunConfig", "Simulation", "open_session", "simulate"]
