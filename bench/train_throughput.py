@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,22 +30,15 @@ from simulmt.train.config import TrainConfig
 from simulmt.train.flops import H100_BF16_TFLOPS, step_flops
 from simulmt.vocab import PAD_ID
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import cpu_model  # noqa: E402  (bench/ is not a package)
+
 
 def batch_flops(batch: Batch, m: ModelConfig) -> tuple[float, int]:
     """(model FLOPs of one training step on `batch`, its real source + target tokens)."""
     s_len = (batch.src != PAD_ID).sum(dim=1).tolist()  # (B,)
     t_len = (batch.tgt_out != PAD_ID).sum(dim=1).tolist()  # (B,) target + EOS
     return step_flops(m, zip(s_len, t_len, strict=True)), int(sum(s_len) + sum(t_len))
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def cpu_peak(threads: int) -> tuple[float, str]:
