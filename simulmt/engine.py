@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import copy
-import functools
 import logging
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,10 +12,9 @@ from pathlib import Path
 
 import torch
 
-from simulmt.data.tokenizer import Tokenizer, train_tokenizer
+from simulmt.data.tokenizer import Tokenizer
 from simulmt.devices import DeviceError, resolve_device
 from simulmt.model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
-from simulmt.model.config import ModelConfig
 from simulmt.model.int8 import FbgemmInt8Linear, Int8Linear, quantize_linears
 from simulmt.model.layers import append_kv, pack_kv, stack_kv, unstack_kv
 from simulmt.model.pool import KVPool, PoolShape
@@ -174,9 +171,12 @@ class Engine:
     def tiny(cls, seed: int = 0, *, train_steps: int = 60) -> Engine:
         """A small model with a tokenizer trained on a bundled toy corpus of 30 sentence pairs,
         itself trained for `train_steps` multi-path wait-k steps on it (so it writes words and
-        ends sentences); deterministic for a seed. For tests and development only."""
-        tokenizer = _tiny_tokenizer()
-        model = copy.deepcopy(_tiny_model(seed, train_steps))  # callers may change their copy
+        ends sentences); deterministic for a seed. For tests and development only: its
+        trainer (`simulmt.train.tiny`) is imported here, so inference never loads training."""
+        from simulmt.train.tiny import tiny_model, tiny_tokenizer
+
+        tokenizer = tiny_tokenizer()
+        model = copy.deepcopy(tiny_model(seed, train_steps))  # callers may change their copy
         return cls(model, tokenizer, ModelInfo(f"tiny-{seed}", "de", "en", model.num_parameters()))
 
     # ---- model work (called from one thread at a time) -------------------------------
@@ -305,62 +305,6 @@ def precision_of(model: SimulTransformer) -> str:
     if any(isinstance(m, (Int8Linear, FbgemmInt8Linear)) for m in model.modules()):
         return "int8"
     return {v: k for k, v in DTYPES.items() if k != "int8"}.get(model.dtype, str(model.dtype))
-
-
-@functools.lru_cache(maxsize=1)
-def _tiny_tokenizer() -> Tokenizer:
-    lines = [side for pair in _tiny_pairs() for side in pair]
-    with tempfile.TemporaryDirectory() as tmp:
-        path = train_tokenizer(lines, Path(tmp), vocab_size=200, seed=0)
-        return Tokenizer.load(path)
-
-
-def _tiny_pairs() -> list[tuple[str, str]]:
-    text = (resources.files("simulmt") / "assets" / "tiny.tsv").read_text(encoding="utf-8")
-    return [(row.split("\t")[0], row.split("\t")[1]) for row in text.splitlines() if row]
-
-
-@functools.lru_cache(maxsize=4)
-def _tiny_model(seed: int, train_steps: int) -> SimulTransformer:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the same weights whatever the caller's thread setting
-    try:
-        return _train_tiny(seed, train_steps)
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _train_tiny(seed: int, train_steps: int) -> SimulTransformer:
-    from simulmt.train.batches import collate, make_examples
-
-    tok = _tiny_tokenizer()
-    g = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    cfg = ModelConfig(
-        vocab_size=tok.vocab_size,
-        d_model=32,
-        n_heads=4,
-        enc_layers=2,
-        dec_layers=2,
-        d_ff=64,
-        dropout=0.0,
-        max_len=512,
-    )
-    model = SimulTransformer(cfg)
-    ids = [(tok.encode(s), tok.encode(t)) for s, t in _tiny_pairs()]
-    examples = make_examples(ids, tok.is_word_start, max_len=100)
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    for _ in range(train_steps):
-        k = int(torch.randint(0, 5, (1,), generator=g))  # 0 = full sentence
-        batch = collate(examples, k)
-        logits = model(batch.src, batch.tgt_in, batch.vis)  # (B, T, V)
-        loss = torch.nn.functional.cross_entropy(
-            logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=0
-        )
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return model.eval()
 
 
 PAD_WASTE_LIMIT = 32  # padded token rows one encoder call may carry before it is split

@@ -11,7 +11,7 @@ import pytest
 from simulmt.cli import main
 from simulmt.data.pack import PACK_FILE, PackError, read_manifest, unpack_corpus
 from simulmt.data.tokenizer import train_tokenizer
-from simulmt.engine import _tiny_pairs
+from simulmt.train.tiny import tiny_pairs as _tiny_pairs
 
 
 def _corpus(root: Path) -> Path:

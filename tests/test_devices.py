@@ -11,8 +11,9 @@ import torch
 
 from simulmt.cli import main
 from simulmt.devices import DeviceError, resolve_device
-from simulmt.engine import Engine, _tiny_pairs
+from simulmt.engine import Engine
 from simulmt.model.checkpoint import save_checkpoint
+from simulmt.train.tiny import tiny_pairs as _tiny_pairs
 
 
 @pytest.fixture(scope="module")

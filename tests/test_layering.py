@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import simulmt
@@ -71,3 +73,21 @@ def test_advance_uses_only_the_public_session_api() -> None:
         }
     )
     assert private == []
+
+
+def test_inference_does_not_import_training() -> None:
+    """Loading the engine, a session or the server's worker loads no trainer: the tiny test
+    model's trainer (`simulmt.train.tiny`) is imported only when `Engine.tiny` is called."""
+    modules = ("simulmt.engine", "simulmt.session", "simulmt.server.worker")
+    probe = (
+        "import importlib, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        "print('\\n'.join(sorted(sys.modules)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert "simulmt.engine" in out  # the probe saw what it imported
+    training = re.compile(r"^simulmt\.(train|fitting|smallnet\.fitting)(\.|$)|\.train$")
+    assert [name for name in out if training.search(name)] == []

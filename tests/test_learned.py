@@ -31,12 +31,13 @@ from simulmt.policies.oracle import (
     within_top,
 )
 
-from simulmt.engine import Engine, _tiny_pairs
+from simulmt.engine import Engine
 from simulmt.model.layers import KV, unstack_kv
 from simulmt.model.transformer import SimulTransformer, StepOutput
 from simulmt.search.options import SearchOptions, WriteUnit
 from simulmt.search.signals import word_attention
 from simulmt.session import Session
+from simulmt.train.tiny import tiny_pairs as _tiny_pairs
 from simulmt.vocab import BOS_ID, EOS_ID
 
 torch.set_num_threads(1)

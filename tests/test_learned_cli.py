@@ -12,8 +12,9 @@ from simulmt.policies import train_policy as tp
 from simulmt.policies.learned_net import read_policy_file
 
 from simulmt.cli import main
-from simulmt.engine import Engine, _tiny_pairs
+from simulmt.engine import Engine
 from simulmt.model.checkpoint import save_checkpoint
+from simulmt.train.tiny import tiny_pairs as _tiny_pairs
 
 torch.set_num_threads(1)
 

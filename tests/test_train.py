@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from simulmt.data.tokenizer import train_tokenizer
-from simulmt.engine import Engine, _tiny_pairs
+from simulmt.engine import Engine
 from simulmt.export import export
 from simulmt.model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
 from simulmt.session import Session
@@ -22,6 +22,7 @@ from simulmt.soup import parse_weights, soup
 from simulmt.train.batches import Batch, target_words
 from simulmt.train.config import TrainConfig
 from simulmt.train.loop import Trainer
+from simulmt.train.tiny import tiny_pairs as _tiny_pairs
 from simulmt.words import word_ends
 
 TINY_MODEL = {

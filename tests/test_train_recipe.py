@@ -15,10 +15,11 @@ import pytest
 
 from simulmt.data.pack import PackConfig, pack_corpus
 from simulmt.data.tokenizer import train_tokenizer
-from simulmt.engine import Engine, _tiny_pairs
+from simulmt.engine import Engine
 from simulmt.model.checkpoint import load_checkpoint
 from simulmt.train import recipe
 from simulmt.train.pieces import PiecesError, find_index, join_pieces, split_file
+from simulmt.train.tiny import tiny_pairs as _tiny_pairs
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = """
