@@ -22,8 +22,9 @@ import torch
 from simulmt.model.config import ModelConfig
 from simulmt.model.layers import stack_kv
 from simulmt.model.pool import KVPool, PoolShape
-from simulmt.model.state import BeamState, SourceState
+from simulmt.model.state import SourceState
 from simulmt.model.transformer import SimulTransformer
+from simulmt.search.state import BeamState
 from simulmt.search.step import StepRequest, run_step
 from simulmt.vocab import BOS_ID, EOS_ID, NEVER
 

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from simulmt.data.tokenizer import Tokenizer
-from simulmt.model.state import StreamState
 from simulmt.numbers import NumberNotation
+from simulmt.search.state import StreamState
 from simulmt.sentences import Sentence
 from simulmt.updates import Update
 

@@ -26,7 +26,6 @@ from simulmt.display import Display
 from simulmt.engine import Engine
 from simulmt.fillers import filler_ends_sentence, is_filler
 from simulmt.inputs import InputKind
-from simulmt.model.state import StreamState
 from simulmt.notes import Notes
 from simulmt.numbers import NumberNotation
 from simulmt.policies.base import Policy
@@ -34,6 +33,7 @@ from simulmt.policies.registry import load_policy
 from simulmt.restore.stream import Restorer
 from simulmt.search.online import OnlineSearch, SourceView
 from simulmt.search.options import SearchOptions
+from simulmt.search.state import StreamState
 from simulmt.search.step import StepRequest, StepResult
 from simulmt.sentences import BoundaryDetector, Segmentation, Sentence, SentenceCutter
 from simulmt.stages import make_detector, make_restorer

@@ -16,7 +16,8 @@ from simulmt.model import batch as step_module
 from simulmt.model.cache import DecoderCache, StepKV
 from simulmt.model.layers import stack_kv
 from simulmt.model.pool import KVPool, PoolShape
-from simulmt.model.state import BeamState, SourceState, reorder, truncate
+from simulmt.model.state import SourceState
+from simulmt.search.state import BeamState, reorder, truncate
 from simulmt.search.step import StepRequest, run_step
 from tests.test_model_incremental import CFG, MODEL
 

@@ -13,8 +13,9 @@ from simulmt.model.cache import DecoderCache
 from simulmt.model.config import ModelConfig
 from simulmt.model.layers import append_kv, pack_kv, stack_kv, unstack_kv
 from simulmt.model.pool import KVPool, PoolShape
-from simulmt.model.state import BeamState, SourceState
+from simulmt.model.state import SourceState
 from simulmt.model.transformer import SimulTransformer
+from simulmt.search.state import BeamState
 from simulmt.search.step import StepRequest, run_step
 
 CFG = ModelConfig(

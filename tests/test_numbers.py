@@ -16,8 +16,8 @@ from simulmt import translate
 from simulmt.data.tokenizer import Tokenizer
 from simulmt.display import Display
 from simulmt.engine import Engine, default_model_dir
-from simulmt.model.state import StreamState
 from simulmt.numbers import NumberNotation
+from simulmt.search.state import StreamState
 from simulmt.sentences import Sentence
 from simulmt.session import Session
 

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulmt.engine import Engine
-from simulmt.model.state import StreamState
 from simulmt.search.online import OnlineSearch, SourceView
 from simulmt.search.options import PrematureStops, SearchOptions, WriteUnit
+from simulmt.search.state import StreamState
 from simulmt.search.step import StepRequest, StepResult
 from simulmt.search.stops import StopRule, end_pieces
 from simulmt.segment.model import SegmenterConfig, SegmenterNet

@@ -24,10 +24,10 @@ from simulmt.policies.heuristic import LocalAgreement
 
 from simulmt.engine import Engine
 from simulmt.model.cache import StepKV
-from simulmt.model.state import BeamState, Hypothesis, StreamState
 from simulmt.search.beam import expand, finished, score
 from simulmt.search.online import OnlineSearch
 from simulmt.search.options import Scoring, SearchOptions, Stopping
+from simulmt.search.state import BeamState, Hypothesis, StreamState
 from simulmt.search.step import StepResult
 from simulmt.session import Session
 from simulmt.vocab import EOS_ID

@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 from simulmt.display import Display
 from simulmt.engine import Engine
-from simulmt.model.state import StreamState
 from simulmt.search.offline import greedy_decode, max_target_len
 from simulmt.search.options import PrematureStops, SearchOptions, WriteUnit
+from simulmt.search.state import StreamState
 from simulmt.sentences import Sentence
 from simulmt.session import InputError, Session, SessionLimits, advance
 from simulmt.updates import Update

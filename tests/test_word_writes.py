@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulmt.engine import Engine
-from simulmt.model.state import StreamState
 from simulmt.search.online import OnlineSearch, SourceView
 from simulmt.search.options import SearchOptions, WriteUnit
+from simulmt.search.state import StreamState
 from simulmt.search.step import StepRequest, StepResult
 from simulmt.session import Session
 from simulmt.updates import Update

@@ -20,7 +20,7 @@ import torch
 from simulmt.model.cache import StepKV
 from simulmt.model.layers import KV, pack_kv, stack_kv, unstack_kv
 from simulmt.model.pool import KVPool
-from simulmt.model.state import BeamState, SourceState
+from simulmt.model.state import DecoderBeam, SourceState
 from simulmt.model.transformer import SimulTransformer, StepOutput, prefill_kv
 from simulmt.vocab import BOS_ID
 
@@ -34,7 +34,7 @@ class StepRequest:
     attend to and how much of it they may see."""
 
     source: SourceState
-    beam: BeamState
+    beam: DecoderBeam
     visible: int  # source tokens the beam may attend to (>= 1)
     attention: bool = False  # also return cross-attention weights (coverage penalty)
     lookahead: int = 0  # if > 0: also the best hypothesis' distribution with this many visible

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 import torch
 
 from simulmt.data.tokenizer import Tokenizer
-from simulmt.model.state import BeamState, StreamState, reorder, truncate
 from simulmt.policies.base import Action, CommitMode, ModelSignals, Observation, Policy, Signal
 from simulmt.search.agreement import agreed_prefix, agreement, chunk
 from simulmt.search.beam import best_hypothesis, expand, finished
@@ -33,6 +32,7 @@ from simulmt.search.offline import max_target_len
 from simulmt.search.options import SearchOptions, WriteUnit
 from simulmt.search.pieces import continuations_mask, stop_pieces
 from simulmt.search.signals import model_signals, wants_attention
+from simulmt.search.state import BeamState, StreamState, reorder, truncate
 from simulmt.search.step import StepRequest, StepResult
 from simulmt.search.stops import StopRule
 

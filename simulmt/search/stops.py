@@ -27,8 +27,8 @@ from dataclasses import dataclass
 import torch
 
 from simulmt.data.tokenizer import WORD_START, Tokenizer
-from simulmt.model.state import StreamState, truncate
 from simulmt.search.options import PrematureStops
+from simulmt.search.state import StreamState, truncate
 from simulmt.sentence_ends import CLOSERS, STOPS, may_end_sentence
 
 WORD_TAIL = 24  # tokens of a hypothesis searched back for its last word's start
