@@ -6,7 +6,7 @@
 
 Both run end to end as subprocesses (model loading included); the report gives the speed
 ratio and whether the two agree: per-sentence outputs and delays, BLEU, AL, LAAL, AP, DAL.
-The search options (`simulmt.eval.search_args`: beam, loop guard, precision, …, with
+The search options (`simulmt.cli.options`: beam, loop guard, precision, …, with
 `simulmt eval`'s defaults) are passed explicitly and identically to both sides; the script
 exits with status 1 when any sentence's output or delays differ.
 """
@@ -22,9 +22,7 @@ import time
 from pathlib import Path
 from statistics import median
 
-from simulmt.eval.search_args import add_search_arguments
-
-from simulmt.stops_cli import add_premature_stops
+from simulmt.cli.options import add_search_arguments, add_session_arguments
 
 BIN = Path(sys.executable).parent
 
@@ -65,7 +63,7 @@ def search_parser() -> argparse.ArgumentParser:
     """The search options both sides take, with `simulmt eval`'s defaults."""
     search = argparse.ArgumentParser(add_help=False)
     add_search_arguments(search)
-    add_premature_stops(search)
+    add_session_arguments(search, old_spellings=False)
     # `auto` times the precisions at every load, so the two processes could pick different
     # ones: the comparison runs one named precision on both sides (float32 unless told)
     search.set_defaults(dtype="float32")
@@ -81,6 +79,8 @@ def forwarded(
         if not action.option_strings:
             continue
         value = getattr(args, action.dest)
+        if value is None:  # the default of both sides
+            continue
         flag = dtype_flag if action.dest == "dtype" else action.option_strings[0]
         if isinstance(action, argparse._StoreTrueAction):
             out += [flag] if value else []

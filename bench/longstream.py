@@ -1,13 +1,13 @@
 """An endless unpunctuated stream through `simulmt serve` with the bundled model: no word lost.
 
     .venv/bin/python bench/longstream.py --source ../shared/corpora/newstest/newstest2015-ende.de \\
-        --words 10000 [--segmentation auto] [--lookahead 2] [--policy wait-k:k=3] [--model DIR] \
-        [--input recognizer]
+        --words 10000 [--segmentation auto] [--segment-lookahead 2] [--policy wait-k:k=3] \
+        [--model DIR] [--input-kind recognizer]
 
 Starts a server (its default segmentation: auto with the bundled detector), streams the first
 N words of the source in its recognizer view (lowercased, no punctuation), five words a
 message, and checks what #16 asks: the finals' `source` fields together are the words sent,
-in order; no `error` message; no final covers more than 60 words. With `--input recognizer` the
+in order; no `error` message; no final covers more than 60 words. With `--input-kind recognizer` the
 server restores case and commas first, so the finals are compared as a recognizer writes them.
 Prints one JSON line.
 """
@@ -48,9 +48,11 @@ def main() -> int:
     p.add_argument("--words", type=int, default=10_000)
     p.add_argument("--policy", default="wait-k:k=3")
     p.add_argument("--segmentation", default=None, help="default: the server's (auto)")
-    p.add_argument("--lookahead", type=int, default=None, help="default: the server's (2)")
+    p.add_argument("--segment-lookahead", type=int, default=None, help="default: the server's (2)")
     p.add_argument("--model", type=Path, default=None, help="default: the bundled model")
-    p.add_argument("--input", default=None, help="text or recognizer (default: the server's, text)")
+    p.add_argument(
+        "--input-kind", default=None, help="text or recognizer (default: the server's, text)"
+    )
     p.add_argument("--port", type=int, default=8791)
     args = p.parse_args()
     from machine import facts
@@ -74,8 +76,8 @@ def main() -> int:
                 start=StartOptions(
                     policy=args.policy,
                     segmentation=args.segmentation,
-                    lookahead=args.lookahead,
-                    input=args.input,
+                    segment_lookahead=args.segment_lookahead,
+                    input_kind=args.input_kind,
                 ),
             )
         )
@@ -96,8 +98,8 @@ def main() -> int:
         "finals_at_60": sum(n == 60 for n in lengths),
         "policy": args.policy,
         "segmentation": args.segmentation or "server default",
-        "lookahead": args.lookahead,
-        "input": args.input or "server default",
+        "segment_lookahead": args.segment_lookahead,
+        "input_kind": args.input_kind or "server default",
         "wall_s": round(wall, 1),
         "machine": facts(),  # bench/machine.py: where this ran
     }

@@ -22,14 +22,19 @@ from simulmt.eval.corpus import (
 from simulmt.eval.options import RunConfig
 from simulmt.eval.quality import QualityScores, corpus_quality, quality_from_statistics
 from simulmt.eval.report import PolicyResult, degeneracy_warning, format_table
-from simulmt.eval.search_args import add_search_arguments, search_settings
 from simulmt.eval.sweep import expand_sweep
 
-from simulmt.devices import add_device_argument, use_device
+from simulmt.cli.options import (
+    add_deprecated,
+    add_device_argument,
+    add_search_arguments,
+    add_session_arguments,
+    search_settings,
+    session_settings,
+)
+from simulmt.devices import use_device
 from simulmt.inputs import InputKind
-from simulmt.segment.views import SourceStyle, recognizer_view
-from simulmt.sentences import Segmentation
-from simulmt.stops_cli import add_premature_stops, premature_stops
+from simulmt.segment.views import recognizer_view
 
 if TYPE_CHECKING:
     from simulmt.engine import Engine
@@ -55,9 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     a("--source", type=Path, required=True, help="source sentences, one per line")
     a("--reference", type=Path, required=True, help="reference translations, one per line")
-    add_search_arguments(parser)  # beam, scoring, speculation, guard, numbers, dtype
+    add_search_arguments(parser)  # beam, scoring, speculation, guards, dtype
     add_device_argument(parser)  # cpu or cuda
-    add_premature_stops(parser)
     a("--model", type=Path, default=None, help="model folder (default: the bundled model)")
     a(
         "--output",
@@ -111,50 +115,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "one sentence a line; each document streams as one word sequence, the output is "
         "resegmented onto the reference sentences (mweralign) and scored with StreamLAAL",
     )
+    add_session_arguments(parser, input_auto=True)  # segmentation, input kind, fillers, ...
     a(
-        "--source-style",
-        choices=[SourceStyle.TEXT.value, SourceStyle.ASR.value],
-        default=SourceStyle.TEXT.value,
-        help="asr: lowercase the source and strip its punctuation (a speech recognizer's view)",
+        "--source-view",
+        choices=[v.value for v in InputKind],
+        default=InputKind.TEXT.value,
+        help="how the source lines are shown to the engine: text (as written; default) or "
+        "recognizer (lowercased, punctuation stripped: a speech recognizer's view of them)",
     )
-    a(
-        "--input",
-        choices=["auto", *(k.value for k in InputKind)],
-        default="auto",
-        help="what the source words look like to the engine: text, or recognizer (case and "
-        "commas are restored first, by the model's restorer.pt); auto (default): recognizer "
-        "for --source-style asr when the model has a restorer, else text",
-    )
-    a(
-        "--restore-lookahead",
-        type=int,
-        default=None,
-        help="--input recognizer: words the restorer reads past a word before restoring it "
-        "(0-2; default: 2 for the full-sentence policy, where waiting costs no latency, except "
-        "with --segmentation auto; else 0, which is best at equal AL)",
-    )
-    a(
-        "--segmentation",
-        choices=[m.value for m in Segmentation],
-        default=Segmentation.PUNCTUATION.value,
-        help="what ends a sentence inside a line or document: punctuation (default), client "
-        "(nothing: only the line's or document's end, and the length limit) or auto (the "
-        "model's boundary detector, segmenter.pt; for --source-style asr --long-form)",
-    )
-    a(
-        "--lookahead",
-        "--segment-lookahead",  # the name `simulmt translate` uses (its --lookahead is the beam's)
-        dest="lookahead",
-        type=int,
-        default=2,
-        help="--segmentation auto: words the detector reads past a boundary (default 2)",
-    )
-    a(
-        "--keep-fillers",
-        action="store_true",
-        help="give hesitation sounds (äh, ähm, hm; dropped by default, as `serve` does) to the "
-        "model",
-    )
+    add_deprecated(parser, "--source-style", dest="source_view", new="--source-view",
+                   values={"text": "text", "asr": "recognizer"})  # fmt: skip
     a(
         "--groups",
         type=Path,
@@ -204,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
         if args.long_form:
             return _run_long_form(args, specs, latency_config)
         sources = read_lines(args.source, "source", args.limit)
-        if args.source_style == SourceStyle.ASR.value:
+        if args.source_view == InputKind.RECOGNIZER.value:
             sources = [recognizer_view(s) for s in sources]
         references = read_lines(args.reference, "reference", args.limit)
         labels = read_lines(args.groups, "groups", args.limit) if args.groups else None
@@ -230,17 +200,18 @@ def run(args: argparse.Namespace) -> int:
 
 def run_config_from_args(args: argparse.Namespace) -> RunConfig:
     """The simulation options of the command line (sentence-level and long-form runs)."""
-    return RunConfig(
-        **search_settings(args),
-        batch_size=args.batch_size,
-        jobs=args.jobs,
-        premature_stops=premature_stops(args),
-        segmentation=Segmentation(args.segmentation),
-        lookahead=args.lookahead,
-        drop_fillers=not args.keep_fillers,
-        input_kind=InputKind.TEXT if args.input == "auto" else InputKind(args.input),
-        restore_lookahead=args.restore_lookahead,
+    settings = session_settings(
+        argparse.Namespace(**{**vars(args), "input_kind": _input_kind(args)})
     )
+    return RunConfig(
+        **search_settings(args), **settings, batch_size=args.batch_size, jobs=args.jobs
+    )
+
+
+def _input_kind(args: argparse.Namespace) -> str:
+    """`--input-kind auto` as the engine reads it; the choice of `auto` by the model is made
+    in `load_for_run`, which knows whether the model has a restorer (text until then)."""
+    return InputKind.TEXT.value if args.input_kind == "auto" else str(args.input_kind)
 
 
 def load_for_run(args: argparse.Namespace, specs: list[str]) -> tuple[Engine, RunConfig]:
@@ -262,7 +233,7 @@ def load_for_run(args: argparse.Namespace, specs: list[str]) -> tuple[Engine, Ru
         raise ValueError("--jobs forks processes, which cannot share a CUDA context: use "
                          "--jobs 1 with --device cuda (batching happens inside the one process)")
     use_device(engine.device)  # this thread runs the model work
-    if args.input == "auto" and args.source_style == SourceStyle.ASR.value:
+    if args.input_kind == "auto" and args.source_view == InputKind.RECOGNIZER.value:
         if engine.restorer is not None:
             run_config = replace(run_config, input_kind=InputKind.RECOGNIZER)
         else:

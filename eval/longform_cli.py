@@ -76,7 +76,7 @@ def run_long_form(
     from simulmt.eval.cli import load_for_run
     from tqdm import tqdm
 
-    style = SourceStyle(args.source_style)
+    style = SourceStyle.ASR if args.source_view == "recognizer" else SourceStyle.TEXT
     documents = read_documents(args.source, args.reference, style=style, limit=args.limit)
     engine, run_config = load_for_run(args, specs)
     results = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simulmt.defaults import SEGMENT_LOOKAHEAD
 from simulmt.inputs import InputKind
 from simulmt.search.options import PrematureStops, Scoring, SearchOptions, WriteUnit
 from simulmt.sentences import Segmentation
@@ -22,17 +23,17 @@ class RunConfig:
     alpha: float = SearchOptions.alpha  # GNMT length-normalization exponent
     beta: float = SearchOptions.beta  # GNMT coverage penalty weight (0: off)
     # speculative beam search: commit once the beam agrees or is this many tokens deep
-    speculate: int = SearchOptions.lookahead
+    speculate: int = SearchOptions.speculate
     unit: WriteUnit = SearchOptions.unit  # what one WRITE writes: a word (default) or a token
-    # ban 3rd copies of token cycles up to this long; off as in the library (`simulmt eval` runs
-    # CLI_LOOP_GUARD unless told otherwise)
+    # ban 3rd copies of token cycles up to this long (0: off)
     loop_guard: int = SearchOptions.loop_guard
     # a sentence end before the source sentence is finished (simulmt.search.stops)
     premature_stops: PrematureStops = SearchOptions.premature_stops
     # what ends a sentence inside a line or document: punctuation keeps sentence-level results
     # comparable with earlier runs; auto (the boundary detector) is for unpunctuated streams
     segmentation: Segmentation = Segmentation.PUNCTUATION
-    lookahead: int = 2  # auto: words the detector reads past a boundary before deciding
+    # auto: words the detector reads past a boundary before deciding
+    segment_lookahead: int = SEGMENT_LOOKAHEAD
     # hesitation sounds ("äh", "hm") never reach the model, as in `serve`; delays still count
     # them (they are input words the speaker took time to say)
     drop_fillers: bool = True
@@ -48,13 +49,13 @@ class RunConfig:
     def search_options(self) -> SearchOptions:
         return SearchOptions(
             beam=self.beam, scoring=self.scoring, alpha=self.alpha, beta=self.beta,
-            lookahead=self.speculate, unit=self.unit,
+            speculate=self.speculate, unit=self.unit,
             loop_guard=self.loop_guard, premature_stops=self.premature_stops,
         )
 
     def __post_init__(self) -> None:
-        if self.lookahead < 0:
-            raise ValueError(f"lookahead must be >= 0, got {self.lookahead}")
+        if self.segment_lookahead < 0:
+            raise ValueError(f"segment_lookahead must be >= 0, got {self.segment_lookahead}")
         if self.restore_lookahead is not None and self.restore_lookahead < 0:
             raise ValueError(f"restore_lookahead must be >= 0, got {self.restore_lookahead}")
         for name in ("beam", "batch_size", "jobs"):

@@ -32,7 +32,7 @@ class PolicyResult:
     scoring: str = "gnmt"  # the beam's length scoring (SearchOptions.scoring)
     alpha: float = SearchOptions.alpha  # its GNMT exponent
     beta: float = SearchOptions.beta  # its GNMT coverage penalty weight (0: off)
-    speculate: int = SearchOptions.lookahead  # its speculative commit depth
+    speculate: int = SearchOptions.speculate  # its speculative commit depth
     unit: str = "word"  # what one WRITE wrote (SearchOptions.unit)
     wall_s: float | None = None  # wall-clock time of the simulation
     groups: dict[str, dict[str, object]] | None = None  # per-label scores (--groups)

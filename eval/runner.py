@@ -149,7 +149,7 @@ def open_session(
         options=config.search_options(),
         tentative=tentative,
         segmentation=config.segmentation,
-        lookahead=config.lookahead,
+        segment_lookahead=config.segment_lookahead,
         drop_fillers=config.drop_fillers,
         localise_numbers=config.localise_numbers,
         input_kind=config.input_kind,
@@ -232,7 +232,7 @@ def simulate(
         except InputError as e:
             raise ValueError(f"source line {i + 1}: {e}; nothing was evaluated") from None
     if config.segmentation is Segmentation.AUTO:  # fail here, not in a forked job
-        make_detector(engine, lookahead=config.lookahead)
+        make_detector(engine, lookahead=config.segment_lookahead)
     if config.input_kind is InputKind.RECOGNIZER:
         make_restorer(engine, lookahead=config.restore_lookahead, policy=load_policy(policy),
                       segmentation=config.segmentation)

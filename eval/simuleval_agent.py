@@ -12,8 +12,9 @@ words sent so far; a second WriteAction would cost another source word. So all t
 session commits at one source position go out as ONE WriteAction, space-joined. Once the
 source is complete, the rest of the translation is written in one final WriteAction.
 
-The search options (beam, scoring, speculation, coverage, write unit, loop guard, premature
-stops, number notation, precision) are `simulmt eval`'s, added by the same function with the
+The search and session options (beam, scoring, speculation, coverage, write unit, loop guard,
+premature stops, segmentation, input kind, fillers, number notation, precision) are
+`simulmt eval`'s, added by the same function with the
 same defaults, and each line's session is opened as the evaluator opens it: the two give the
 same output and delays on every line. Only the precision's flag differs, ``--precision``:
 SimulEval owns ``--dtype``.
@@ -30,12 +31,18 @@ from simuleval.agents.states import AgentStates
 from simuleval.utils import entrypoint
 from simulmt.eval.options import RunConfig
 from simulmt.eval.runner import open_session
-from simulmt.eval.search_args import add_search_arguments, search_settings
 from simulmt.policies.registry import load_policy
 
+from simulmt.cli.options import (
+    add_policy_argument,
+    add_search_arguments,
+    add_session_arguments,
+    search_settings,
+    session_settings,
+)
+from simulmt.defaults import DEFAULT_POLICY
 from simulmt.engine import Engine
 from simulmt.session import Session, advance
-from simulmt.stops_cli import add_premature_stops, premature_stops
 
 __all__ = ["SimulmtAgent"]
 
@@ -47,7 +54,7 @@ class SimulmtAgent(TextToTextAgent):
     def __init__(self, args: argparse.Namespace) -> None:
         load_policy(args.policy)  # a bad spec fails here with the accepted grammar
         self.policy_spec: str = args.policy
-        self.config = RunConfig(**search_settings(args), premature_stops=premature_stops(args))
+        self.config = RunConfig(**search_settings(args), **session_settings(args))
         self.engine = Engine.load(Path(args.model) if args.model else None, dtype=args.precision)
         self.session: Session | None = None
         self.fed = 0  # source words of the current sentence given to the session
@@ -55,10 +62,10 @@ class SimulmtAgent(TextToTextAgent):
 
     @staticmethod
     def add_args(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--policy", default="wait-k:k=3", help="policy spec (simulmt)")
+        add_policy_argument(parser, default=DEFAULT_POLICY)
         parser.add_argument("--model", default=None, help="simulmt model folder (default bundled)")
         add_search_arguments(parser, dtype_flag="--precision")  # SimulEval owns --dtype
-        add_premature_stops(parser)
+        add_session_arguments(parser, old_spellings=False)  # as `simulmt eval` opens sessions
 
     def reset(self) -> None:
         super().reset()

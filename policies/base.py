@@ -13,6 +13,7 @@ Model signals are those of the next token, i.e. at a word boundary of the next w
 from __future__ import annotations
 
 import enum
+import warnings
 from dataclasses import dataclass
 from typing import ClassVar, Protocol, runtime_checkable
 
@@ -28,9 +29,10 @@ class Signal(enum.Enum):
     """Model signals a policy may ask for; the search computes only what is asked."""
 
     DISTRIBUTION = "distribution"  # next-token log-probs of the best hypothesis on x<=j
-    LOOKAHEAD = "lookahead"  # next-token log-probs of the best hypothesis on x<=j+1
+    PEEK = "peek"  # next-token log-probs of the best hypothesis on x<=j+1 (one word ahead)
     DECODER_STATE = "decoder_state"  # top decoder layer output for the best hypothesis
     ATTENTION = "attention"  # cross-attention of the best hypothesis per source word read
+    LOOKAHEAD = "peek"  # the earlier name of PEEK (an alias; deprecated, until the next release)
 
 
 class CommitMode(enum.Enum):
@@ -43,11 +45,21 @@ class CommitMode(enum.Enum):
 @dataclass(frozen=True)
 class ModelSignals:
     log_probs: torch.Tensor | None = None  # (V,) next-token log-probs on x<=j
-    lookahead_log_probs: torch.Tensor | None = None  # (V,) the same on x<=j+1
+    peek_log_probs: torch.Tensor | None = None  # (V,) the same on x<=j+1
     decoder_state: torch.Tensor | None = None  # (D,) top-layer decoder output
     # (W,) head-averaged last-layer cross-attention of the next token, summed per source word
     # (W = words read; sums to 1): where the model looks to write the next word
     attention: torch.Tensor | None = None
+
+    @property
+    def lookahead_log_probs(self) -> torch.Tensor | None:
+        """The earlier name of `peek_log_probs` (deprecated; until the next release)."""
+        warnings.warn(
+            "ModelSignals.lookahead_log_probs is deprecated; use peek_log_probs",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.peek_log_probs
 
 
 @dataclass(frozen=True)

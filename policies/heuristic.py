@@ -6,7 +6,7 @@ fewer than `k_min` source words have been read. Signals come from the search in
 
 - `log_probs` — next-token log-probs of the best hypothesis given x≤j (j = src_read); with
   word writes the policy decides once per target word, on the distribution of its first token,
-- `lookahead_log_probs` — the same given x≤j+1; None when no word j+1 has arrived yet
+- `peek_log_probs` — the same given x≤j+1; None when no word j+1 has arrived yet
   (src_available == 0), since it cannot be computed then.
 """
 
@@ -46,18 +46,18 @@ def _log_probs(obs: Observation, policy: str) -> torch.Tensor:
     return obs.signals.log_probs
 
 
-def _with_lookahead(obs: Observation, policy: str) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """(log_probs, lookahead_log_probs), or None when the lookahead cannot exist yet."""
+def _with_peek(obs: Observation, policy: str) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(log_probs, peek_log_probs), or None when the peek cannot exist yet."""
     now = _log_probs(obs, policy)
     assert obs.signals is not None  # checked by _log_probs
-    ahead = obs.signals.lookahead_log_probs
+    ahead = obs.signals.peek_log_probs
     if ahead is None:
         if obs.src_available == 0:
             return None  # word j+1 has not arrived: the caller waits for it (READ)
-        raise PolicyError(f"policy {policy!r} needs Signal.LOOKAHEAD: word j+1 is available "
-                          "but signals.lookahead_log_probs is None")
+        raise PolicyError(f"policy {policy!r} needs Signal.PEEK: word j+1 is available "
+                          "but signals.peek_log_probs is None")
     if ahead.shape != now.shape:
-        raise PolicyError(f"policy {policy!r}: lookahead_log_probs {tuple(ahead.shape)} and "
+        raise PolicyError(f"policy {policy!r}: peek_log_probs {tuple(ahead.shape)} and "
                           f"log_probs {tuple(now.shape)} must have the same shape (V,)")
     return now, ahead
 
@@ -65,9 +65,9 @@ def _with_lookahead(obs: Observation, policy: str) -> tuple[torch.Tensor, torch.
 @dataclass(frozen=True)
 class _LookaheadPolicy(BasePolicy, abc.ABC):
     """Shared rule of Cho & Esipova's policies: compare the next-token distribution on x≤j
-    with the one on x≤j+1. Without a lookahead (word j+1 not yet received) they READ."""
+    with the one on x≤j+1. Without a peek (word j+1 not yet received) they READ."""
 
-    needs: ClassVar[frozenset[Signal]] = frozenset({Signal.DISTRIBUTION, Signal.LOOKAHEAD})
+    needs: ClassVar[frozenset[Signal]] = frozenset({Signal.DISTRIBUTION, Signal.PEEK})
 
     k_min: int = field(default=1, metadata={"help": K_MIN_HELP})  # Cho & Esipova's s0
 
@@ -78,7 +78,7 @@ class _LookaheadPolicy(BasePolicy, abc.ABC):
         early = lag_bounds(obs, k_min=self.k_min)
         if early is not None:
             return early
-        pair = _with_lookahead(obs, self.name)
+        pair = _with_peek(obs, self.name)
         if pair is None:
             return Action.READ
         return Action.WRITE if self.write(*pair) else Action.READ
@@ -110,7 +110,7 @@ class WaitIfWorse(_LookaheadPolicy):
 
     Cho & Esipova 2016: with y* = argmax p(y | y<i, x≤j), READ iff
     log p(y* | y<i, x≤j+1) > log p(y* | y<i, x≤j) (the candidate is worse now than it will
-    be), else WRITE. Without a lookahead (word j+1 not yet received) it READs.
+    be), else WRITE. Without a peek (word j+1 not yet received) it READs.
     """
 
     name: ClassVar[str] = "wait-if-worse"

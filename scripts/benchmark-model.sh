@@ -55,7 +55,8 @@ read -r -a views <<< "${VIEWS:-text asr}"
 for entry in "${sets[@]}"; do
   IFS=: read -r set src ref groups <<< "$entry"
   for view in "${views[@]}"; do
-    args=(--model "$MODEL" --source "$src" --reference "$ref" --source-style "$view"
+    source_view=text; [ "$view" = asr ] && source_view=recognizer  # "asr": the tables' label
+    args=(--model "$MODEL" --source "$src" --reference "$ref" --source-view "$source_view"
           --jobs "$JOBS" --threads 1 --no-progress --json "${extra[@]}")
     [ -n "$groups" ] && args+=(--groups "$groups")
     runs=("beam5 --policy full --beam 5" "greedy --policy full --sweep wait-k:k=1,3,5,7")

@@ -24,19 +24,18 @@ from simulmt.server.config import Limits, ServerConfig
 from simulmt.server.liveness import EXIT_WORKER_FAILED
 from simulmt.server.supervise import supervise
 
-from simulmt.devices import add_device_argument, resolve_device
+from simulmt.cli.options import add_device_argument, add_dtype_argument, add_guard_arguments
+from simulmt.devices import resolve_device
 from simulmt.engine import Engine
-from simulmt.runtime import CLI_DTYPE, add_dtype_argument
-from simulmt.search.options import CLI_LOOP_GUARD
-from simulmt.stops_cli import add_premature_stops, premature_stops
+from simulmt.runtime import CLI_DTYPE
+from simulmt.search.options import PrematureStops, SearchOptions
 
 logger = logging.getLogger(__name__)
 
-# `simulmt serve` runs live captions: its defaults are the measured best for that, not the
-# library's neutral ones (ServerConfig/Engine.load keep float32 and no loop guard, so that a
-# server in a test decides exactly as a Session alone). The precision: CLI_DTYPE (auto, the
-# fastest measured on this CPU; a fixed int8 was 5x slower than float32 on AVX2-only CPUs);
-# the loop guard: looping outputs on newstest2015 8.7% -> 0.2% (bench/RESULTS.md, README).
+# `simulmt serve` runs live captions. Its precision is CLI_DTYPE (auto, the fastest measured
+# on this CPU; a fixed int8 was 5x slower than float32 on AVX2-only CPUs), where the library's
+# Engine.load keeps float32 so that a server in a test decides exactly as a Session alone; its
+# search defaults are SearchOptions', as everywhere.
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -142,16 +141,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="wait up to MS after work arrives for more sessions to batch with (default "
         f"{d.batch_window_ms:g}: none)",
     )
+    add_guard_arguments(parser)  # --loop-guard, --premature-stops, for every session
     parser.add_argument(
-        "--loop-guard",
+        "--live-max-sentence-words",
         type=int,
-        default=CLI_LOOP_GUARD,
+        default=lim.live_max_sentence_words,
         metavar="N",
-        help="ban the token that would repeat a cycle of up to N tokens a third time in a row, "
-        "and a second sentence stop right after one ('..'), "
-        f"in every session (default {CLI_LOOP_GUARD}; 0: off)",
+        help="cut a live sentence longer than this at its likeliest boundary (never dropped): "
+        "a longer caption is unreadable (default "
+        f"{lim.live_max_sentence_words}; `eval` keeps 120, so that test sentences stay whole)",
     )
-    add_premature_stops(parser)
     parser.add_argument(
         "--steps-per-turn",
         type=int,
@@ -191,8 +190,11 @@ def config_from_args(args: argparse.Namespace, *, port: int | None = None) -> Se
         batch_window_ms=args.batch_window_ms,
         steps_per_turn=args.steps_per_turn,
         loop_guard=args.loop_guard,
-        premature_stops=premature_stops(args),
-        limits=Limits(idle_timeout_s=args.idle_timeout),
+        premature_stops=PrematureStops(args.premature_stops),
+        limits=Limits(
+            idle_timeout_s=args.idle_timeout,
+            live_max_sentence_words=args.live_max_sentence_words,
+        ),
         resume_window_s=args.resume_window_s,
         route=args.route,
         **limit_options(args),
@@ -222,11 +224,11 @@ def run(args: argparse.Namespace) -> int:
         load = functools.partial(Engine.load, args.model, dtype=args.dtype, device=args.device)
         name = str(args.model or "default")
         logger.info(
-            "precision %s, loop guard %s (serve's live defaults: --dtype %s --loop-guard %d)",
+            "precision %s, loop guard %s (defaults: --dtype %s --loop-guard %d)",
             args.dtype,
             args.loop_guard or "off",
             CLI_DTYPE,
-            CLI_LOOP_GUARD,
+            SearchOptions.loop_guard,
         )
     # The model worker thread runs hundreds of small torch ops per step, each releasing and
     # re-taking the GIL; with the default 5 ms switch interval a busy event loop makes it wait
@@ -311,6 +313,8 @@ def _child_args(args: argparse.Namespace, *, port: int, threads: int) -> list[st
         str(args.loop_guard),
         "--premature-stops",
         args.premature_stops,
+        "--live-max-sentence-words",
+        str(args.live_max_sentence_words),
         "--idle-timeout",
         str(args.idle_timeout),
         "--resume-window-s",

@@ -22,8 +22,8 @@ from simulmt.server.auth import read_token_file
 from simulmt.server.stream import StartOptions, StreamLog, run_stream
 from simulmt.server.subtitles import build_cues, to_srt, to_webvtt
 
+from simulmt.cli.options import add_beam_arguments, add_policy_argument, add_session_arguments
 from simulmt.liveview import LiveView
-from simulmt.sentences import Segmentation
 
 DEFAULT_URL = "ws://127.0.0.1:8765/ws"
 
@@ -31,44 +31,9 @@ DEFAULT_URL = "ws://127.0.0.1:8765/ws"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", nargs="?", default="-", help="source text file, or - for stdin")
     parser.add_argument("--url", default=DEFAULT_URL, help=f"server URL (default {DEFAULT_URL})")
-    parser.add_argument("--policy", default=None, help="policy spec, e.g. wait-k:k=3")
-    parser.add_argument("--beam", type=int, default=1, help="beam size (default 1)")
-    parser.add_argument(
-        "--segmentation",
-        choices=[m.value for m in Segmentation],
-        default=None,
-        help="what ends a sentence: auto (the server's boundary detector; the server's default "
-        "when its model has one), punctuation (. ! ?) or client (never: this client sends no "
-        "flush, so only the length limit and the end cut)",
-    )
-    parser.add_argument(
-        "--lookahead",
-        "--segment-lookahead",  # the name `simulmt translate` uses (its --lookahead is the beam's)
-        dest="lookahead",
-        type=int,
-        default=None,
-        help="auto only: words the detector reads past a boundary before deciding",
-    )
-    parser.add_argument(
-        "--keep-fillers",
-        action="store_true",
-        help="ask the server to translate hesitation sounds (äh, ähm, hm) too; it drops them "
-        "by default",
-    )
-    parser.add_argument(
-        "--keep-number-format",
-        action="store_true",
-        help="ask the server to copy numbers as the source writes them (2.100,5); by default "
-        "it writes a copied number in English notation (2,100.5)",
-    )
-    parser.add_argument(
-        "--input",
-        choices=("text", "recognizer"),
-        default=None,
-        help="what the words look like: text (as written; the server's default) or recognizer "
-        "(a speech recognizer's lowercase output without punctuation: the server restores case "
-        "and commas before translating)",
-    )
+    add_policy_argument(parser, default=None)
+    add_beam_arguments(parser, beam_only=True)
+    add_session_arguments(parser, server_decides=True, restore=False)
     parser.add_argument(
         "--rate", type=float, default=2.5, help="source words per second (default 2.5; 0 = max)"
     )
@@ -128,10 +93,10 @@ def start_options(args: argparse.Namespace) -> StartOptions:
         policy=args.policy,
         beam=args.beam,
         segmentation=args.segmentation,
-        lookahead=args.lookahead,
+        segment_lookahead=args.segment_lookahead,
         fillers="keep" if args.keep_fillers else None,
         numbers="keep" if args.keep_number_format else None,
-        input=args.input,
+        input_kind=args.input_kind,
     )
 
 

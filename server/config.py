@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import asdict, dataclass, field
 
+from simulmt.defaults import DEFAULT_POLICY
 from simulmt.search.options import PrematureStops, SearchOptions
 
 PROTOCOL = "simulmt.v1"  # the protocol this server speaks; a client's `start` names it
@@ -17,9 +18,11 @@ class Limits:
 
     max_message_bytes: int = 64 * 1024  # a spoken minute is < 2 KiB of text; 64 KiB is paste-size
     max_word_chars: int = 100  # longer "words" are garbage (base64, URLs) and blow up subwords
-    # a longer sentence is cut (never dropped) at its likeliest boundary: a caption of more
-    # than 60 words is unreadable, and the detector ends almost all sentences well before
-    max_sentence_words: int = 60
+    # the live sentence-length limit: a longer sentence is cut (never dropped) at its likeliest
+    # boundary. A caption of more than 60 words is unreadable, and the detector ends almost all
+    # sentences well before; `simulmt eval` and a library `Session` keep 120
+    # (`SessionLimits.max_sentence_words`) so that a test set's sentences stay whole
+    live_max_sentence_words: int = 60
     idle_timeout_s: float = 300.0  # a silent client for 5 min holds a slot for nothing
 
     def __post_init__(self) -> None:
@@ -28,7 +31,9 @@ class Limits:
                 raise ValueError(f"Limits.{name} must be > 0, got {value!r}")
 
     def as_dict(self) -> dict[str, float | int]:
-        return dict(asdict(self))
+        """The limits as the `session` message announces them; `max_sentence_words` is the
+        earlier name of `live_max_sentence_words`, sent too until the next release."""
+        return {**asdict(self), "max_sentence_words": self.live_max_sentence_words}
 
 
 @dataclass(frozen=True)
@@ -91,11 +96,11 @@ class ServerConfig:
     ping_interval_s: float | None = 20.0  # keeps nginx's 60 s proxy_read_timeout from cutting us
     ping_timeout_s: float | None = 20.0  # a peer that misses a pong this long is dead
     shutdown_timeout_s: float = 10.0  # SIGTERM: time open sessions get to finish their sentences
-    default_policy: str = "wait-k:k=3"  # used when `start` names no policy
+    default_policy: str = DEFAULT_POLICY  # used when `start` names no policy
     max_beam: int = 8  # beam cost grows linearly; 8 is plenty for captions
     # the search's loop guard for every session (simulmt.search.loops; 0 = off): bans the token that
     # would repeat a cycle of up to this many tokens a third time in a row, and a double stop
-    loop_guard: int = 0
+    loop_guard: int = SearchOptions.loop_guard
     # a sentence end before the source sentence is finished, in every session (simulmt.search.stops)
     premature_stops: PrematureStops = SearchOptions.premature_stops
     # a connection that drops (1006, 1001) leaves its session parked this long for a resume:

@@ -38,6 +38,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 
+from simulmt.defaults import SEGMENT_LOOKAHEAD
 from simulmt.engine import Engine
 from simulmt.search.options import PrematureStops, SearchOptions
 from simulmt.sentences import Segmentation
@@ -277,8 +278,8 @@ class Connection:
         limits = self.config.limits
         session_limits = SessionLimits(  # the session cuts over-long sentences, never drops
             max_word_chars=limits.max_word_chars,
-            max_sentence_words=limits.max_sentence_words,
-            cut_window=min(10, max(1, limits.max_sentence_words // 4)),
+            max_sentence_words=limits.live_max_sentence_words,
+            cut_window=min(10, max(1, limits.live_max_sentence_words // 4)),
         )
         return _Factory(start, session_limits, loop_guard=self.config.loop_guard,
                         premature_stops=self.config.premature_stops)
@@ -304,7 +305,8 @@ def _size(frame: str | bytes) -> int:
 class _Factory:
     """Builds a session on the worker thread (the engine lives there)."""
 
-    def __init__(self, start: Start, limits: SessionLimits, *, loop_guard: int = 0,
+    def __init__(self, start: Start, limits: SessionLimits, *,
+                 loop_guard: int = SearchOptions.loop_guard,
                  premature_stops: PrematureStops = SearchOptions.premature_stops) -> None:
         self.start, self.limits, self.loop_guard = start, limits, loop_guard
         self.premature_stops = premature_stops
@@ -328,7 +330,11 @@ class _Factory:
             options=options,
             limits=self.limits,
             segmentation=segmentation,
-            lookahead=self.start.lookahead if self.start.lookahead is not None else 2,
+            segment_lookahead=(
+                SEGMENT_LOOKAHEAD
+                if self.start.segment_lookahead is None
+                else self.start.segment_lookahead
+            ),
             drop_fillers=self.start.drop_fillers,
             localise_numbers=self.start.localise_numbers,
             input_kind=self.start.input_kind,

@@ -271,9 +271,12 @@ class SessionMachine:
             return
         self.phase = Phase.STREAMING
         self.segmentation = segmentation
+        message = self._session_message()
         if self._start is not None:
             self.events.started(self._start)
-        self._send(self._session_message())
+            if self._start.deprecated:  # earlier field names, still taken: say what to send
+                message["warnings"] = list(self._start.deprecated)
+        self._send(message)
 
     def start_failed(self, error: ProtocolError) -> None:
         """The `Build` or `Attach` failed: the error ends this connection."""

@@ -21,6 +21,8 @@ from simulmt.sentences import Segmentation
 from simulmt.updates import Update
 
 JsonDict = dict[str, Any]
+# earlier names of `start` fields: accepted until the next release, with a note in `session`
+OLD_START_FIELDS = {"lookahead": "segment_lookahead", "input": "input_kind"}
 CLIENT_TYPES = ("start", "source", "flush", "end", "ping")
 FIELDS = {  # the fields each client message may carry in simulmt.v1
     "start": (
@@ -31,12 +33,13 @@ FIELDS = {  # the fields each client message may carry in simulmt.v1
         "src_lang",
         "tgt_lang",
         "segmentation",
-        "lookahead",
+        "segment_lookahead",
         "fillers",
         "numbers",
-        "input",
+        "input_kind",
         "resume",
         "token",
+        *OLD_START_FIELDS,
     ),
     "source": ("type", "text"),
     "flush": ("type",),
@@ -44,7 +47,9 @@ FIELDS = {  # the fields each client message may carry in simulmt.v1
     "ping": ("type",),
 }
 RESUME_FIELDS = ("session_id", "token", "last_seq")
-MAX_LOOKAHEAD = 8  # words; the detector's own maximum (4 for the bundled one) is checked at build
+# start.segment_lookahead's bound in words; the detector's own maximum (4 for the bundled one)
+# is checked when the session is built
+MAX_SEGMENT_LOOKAHEAD = 8
 
 
 @dataclass(frozen=True)
@@ -64,14 +69,16 @@ class Start:
     resume: Resume | None = None
     # None: the server's default (auto when the model has a boundary detector, else punctuation)
     segmentation: Segmentation | None = None
-    lookahead: int | None = None  # auto only: words the detector reads past a boundary
+    segment_lookahead: int | None = None  # auto only: words the detector reads past a boundary
     drop_fillers: bool = True  # "fillers": "drop" (default) or "keep" hesitation sounds
     # "numbers": "localise" (default: "2.100" copied from German is written "2,100") or "keep"
     localise_numbers: bool = True
-    # "input": "text" (words as written; the default) or "recognizer" (a speech recognizer's
+    # "input_kind": "text" (words as written; the default) or "recognizer" (a speech recognizer's
     # lowercase words without punctuation: case and commas are restored first)
     input_kind: InputKind = InputKind.TEXT
     token: str | None = None  # the server's token, when the handshake did not carry it
+    # notes for the client on deprecated field names it used (sent in `session.warnings`)
+    deprecated: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -177,7 +184,27 @@ def negotiate(asked: object) -> str:
     )
 
 
-def _parse_start(data: Mapping[str, Any], *, default_policy: str, max_beam: int) -> Start:
+def _renamed(data: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """`data` with the earlier field names read as the current ones, and a note for each."""
+    out, notes = dict(data), []
+    for old, new in OLD_START_FIELDS.items():
+        if old not in data:
+            continue
+        if new in data:
+            raise ProtocolError(
+                ErrorCode.BAD_START, f"start has both {new!r} and its earlier name {old!r}; "
+                f"send {new!r} only",
+            )  # fmt: skip
+        out[new] = out.pop(old)
+        notes.append(
+            f"start.{old} is deprecated and will be refused from the next release; "
+            f"send start.{new}"
+        )
+    return out, tuple(notes)
+
+
+def _parse_start(raw: Mapping[str, Any], *, default_policy: str, max_beam: int) -> Start:
+    data, deprecated = _renamed(raw)
     protocol = negotiate(data.get("protocol"))
     policy = data.get("policy", default_policy)
     if not isinstance(policy, str) or not policy.strip():
@@ -189,7 +216,7 @@ def _parse_start(data: Mapping[str, Any], *, default_policy: str, max_beam: int)
         raise ProtocolError(
             ErrorCode.BAD_START, f"start.beam must be an integer in 1..{max_beam}, got {beam!r}"
         )
-    segmentation, lookahead = _parse_segmentation(data)
+    segmentation, segment_lookahead = _parse_segmentation(data)
     fillers = data.get("fillers", "drop")
     if fillers not in ("drop", "keep"):
         raise ProtocolError(
@@ -206,11 +233,11 @@ def _parse_start(data: Mapping[str, Any], *, default_policy: str, max_beam: int)
             "or 16.1; the default) or 'keep' (as the model writes it)",
         )
     try:
-        input_kind = InputKind.parse(data.get("input", InputKind.TEXT.value))
+        input_kind = InputKind.parse(data.get("input_kind", InputKind.TEXT.value))
     except (ValueError, TypeError):
         raise ProtocolError(
             ErrorCode.BAD_START,
-            f"start.input is {repr(data.get('input'))[:40]}; accepted: 'text' (words as "
+            f"start.input_kind is {repr(data.get('input_kind'))[:40]}; accepted: 'text' (words as "
             "written, with case and punctuation; the default) or 'recognizer' (a speech "
             "recognizer's output, lowercase without punctuation: case and commas are restored "
             "before translation)",
@@ -223,16 +250,17 @@ def _parse_start(data: Mapping[str, Any], *, default_policy: str, max_beam: int)
         protocol=protocol,
         resume=_parse_resume(data.get("resume")),
         segmentation=segmentation,
-        lookahead=lookahead,
+        segment_lookahead=segment_lookahead,
         drop_fillers=fillers == "drop",
         localise_numbers=numbers == "localise",
         input_kind=input_kind,
         token=_optional_str(data, "token"),
+        deprecated=deprecated,
     )
 
 
 def _parse_segmentation(data: Mapping[str, Any]) -> tuple[Segmentation | None, int | None]:
-    value, lookahead = data.get("segmentation"), data.get("lookahead")
+    value, lookahead = data.get("segmentation"), data.get("segment_lookahead")
     accepted = ", ".join(repr(m.value) for m in Segmentation)
     segmentation = None
     if value is not None:
@@ -247,17 +275,20 @@ def _parse_segmentation(data: Mapping[str, Any]) -> tuple[Segmentation | None, i
     if isinstance(lookahead, bool) or not isinstance(lookahead, int):
         raise ProtocolError(
             ErrorCode.BAD_START,
-            f"start.lookahead must be an integer in 0..{MAX_LOOKAHEAD}, got {lookahead!r}",
+            f"start.segment_lookahead must be an integer in 0..{MAX_SEGMENT_LOOKAHEAD}, "
+            f"got {lookahead!r}",
         )
-    if not 0 <= lookahead <= MAX_LOOKAHEAD:
+    if not 0 <= lookahead <= MAX_SEGMENT_LOOKAHEAD:
         raise ProtocolError(
             ErrorCode.BAD_START,
-            f"start.lookahead must be an integer in 0..{MAX_LOOKAHEAD}, got {lookahead}",
+            f"start.segment_lookahead must be an integer in 0..{MAX_SEGMENT_LOOKAHEAD}, "
+            f"got {lookahead}",
         )
     if segmentation not in (None, Segmentation.AUTO):
         raise ProtocolError(
             ErrorCode.BAD_START,
-            f"start.lookahead applies to segmentation 'auto' only, not {segmentation.value!r}",
+            "start.segment_lookahead applies to segmentation 'auto' only, not "
+            f"{segmentation.value!r}",
         )
     return segmentation, lookahead
 

@@ -45,10 +45,10 @@ class StartOptions:
     policy: str | None = None
     beam: int = 1
     segmentation: str | None = None  # "auto", "punctuation" or "client"
-    lookahead: int | None = None  # auto segmentation: words read past a boundary
+    segment_lookahead: int | None = None  # auto segmentation: words read past a boundary
     fillers: str | None = None  # "drop" or "keep"
     numbers: str | None = None  # "localise" or "keep"
-    input: str | None = None  # "text" or "recognizer"
+    input_kind: str | None = None  # "text" or "recognizer"
 
 
 def start_message(options: StartOptions) -> JsonDict:

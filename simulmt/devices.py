@@ -3,8 +3,6 @@ and one error for all of them. Inference-side: training imports it, never the ot
 
 from __future__ import annotations
 
-import argparse
-
 import torch
 
 DEVICES = "auto, cpu, cuda, cuda:N"
@@ -40,12 +38,3 @@ def use_device(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.set_device(device)
         torch.set_default_device(device)
-
-
-def add_device_argument(parser: argparse.ArgumentParser) -> None:
-    """The `--device` option of inference commands, defined once."""
-    parser.add_argument(
-        "--device", default="cpu",
-        help="where the model runs: cpu (default), cuda, cuda:N or auto (cuda if there is a "
-        "GPU); cuda runs float32 or bfloat16 (--dtype auto means float32 there), not int8",
-    )

@@ -11,7 +11,6 @@ itself, since any process that trains in bf16 grows with it.
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import ctypes.util
 import logging
@@ -65,17 +64,3 @@ def limit_onednn_primitive_cache() -> None:
     with the same losses (notes/engineering-notes.md). oneDNN reads the setting at its first
     call, so this must run before any."""
     os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "0")
-
-
-def add_dtype_argument(parser: argparse.ArgumentParser, *, flag: str = "--dtype") -> None:
-    """The precision option of every command line, defined once (`flag`: its name, for a host
-    program that owns ``--dtype``, as SimulEval does; the value lands under that name)."""
-    parser.add_argument(
-        flag,
-        choices=(AUTO_DTYPE, *DTYPE_NAMES),
-        default=CLI_DTYPE,
-        help=f"inference precision (default {CLI_DTYPE}: time each precision this CPU runs "
-        "natively at load and keep the fastest, never one slower than float32; int8: int8 "
-        "weights in every linear layer, a row's output independent of its batch; bfloat16: "
-        "fast on AMX/AVX512-BF16 CPUs, emulated and slow elsewhere)",
-    )

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from simulmt.defaults import DEFAULT_POLICY, SEGMENT_LOOKAHEAD
 from simulmt.display import Display
 from simulmt.engine import Engine
 from simulmt.fillers import filler_ends_sentence, is_filler
@@ -58,7 +60,9 @@ def max_source_tokens(engine: Engine, options: SearchOptions) -> int:
 class SessionLimits:
     max_word_chars: int = 100  # longer "words" are rejected (garbage, not speech)
     # longer sentences are cut (never dropped) at their likeliest boundary near this length;
-    # the model's own limit is in subword tokens (`max_source_tokens`) and cuts too
+    # the model's own limit is in subword tokens (`max_source_tokens`) and cuts too. A library
+    # session and `simulmt eval` keep a test set's sentences whole (news sentences reach 100
+    # words); the server cuts live captions sooner (`Limits.live_max_sentence_words`, 60)
     max_sentence_words: int = 120
     cut_window: int = 10  # the cut chooses among this many last words (held from the policy)
 
@@ -96,20 +100,21 @@ class Session:
         self,
         engine: Engine,
         *,
-        policy: str | Policy = "wait-k:k=3",
-        beam: int = 1,
+        policy: str | Policy = DEFAULT_POLICY,
+        beam: int | None = None,
         options: SearchOptions | None = None,
         limits: SessionLimits = SessionLimits(),
         clock: Callable[[], float] = time.monotonic,
         tentative: bool = True,
         segmentation: Segmentation | str = Segmentation.PUNCTUATION,
-        lookahead: int = 2,
+        segment_lookahead: int = SEGMENT_LOOKAHEAD,
         detector: BoundaryDetector | None = None,
         drop_fillers: bool = True,
         localise_numbers: bool = True,
         input_kind: InputKind | str = InputKind.TEXT,
         restore_lookahead: int | None = None,
         restorer: Restorer | None = None,
+        lookahead: int | None = None,
     ) -> None:
         """`tentative=False`: updates carry committed words only (no tentative tail is
         detokenized), for consumers that never show it (evaluation, subtitle files).
@@ -121,9 +126,12 @@ class Session:
         the target's ("2.100" -> "2,100" for de→en; `simulmt.numbers`); False: as the model
         wrote it.
 
+        `beam` is a shorthand for `options=SearchOptions(beam=…)`; give one or the other
+        (ValueError for both: the beam of `options` would silently win).
+
         `segmentation` says what ends a sentence (see `simulmt.sentences`); `auto` uses
-        `detector`, or else the engine's boundary network read with `lookahead` words
-        (ValueError if the engine has none).
+        `detector`, or else the engine's boundary network read with `segment_lookahead` words
+        (ValueError if the engine has none). `lookahead` is its earlier name (deprecated).
 
         `input_kind` `recognizer`: the words are a speech recognizer's (lowercase, no
         punctuation); each gets its case and a following comma back from `restorer`, or else
@@ -132,7 +140,18 @@ class Session:
         segmentation and the policy see it."""
         self.engine = engine
         self.policy = load_policy(policy) if isinstance(policy, str) else policy
-        opts = options or SearchOptions(beam=beam)
+        if options is not None and beam is not None:
+            raise ValueError(
+                "give the beam size either as beam= or inside options=SearchOptions(beam=…), "
+                "not both"
+            )
+        if lookahead is not None:
+            warnings.warn(
+                "Session(lookahead=) is deprecated; use segment_lookahead=", DeprecationWarning,
+                stacklevel=2,
+            )
+            segment_lookahead = lookahead
+        opts = options or SearchOptions(beam=1 if beam is None else beam)
         self.search = OnlineSearch(self.policy, opts, engine.tokenizer)
         self.limits = limits
         self.max_tokens = max_source_tokens(engine, opts)  # per sentence (model positions)
@@ -145,7 +164,7 @@ class Session:
             NumberNotation.for_pair(engine.info.src, engine.info.tgt) if localise_numbers else None
         )
         if self.segmentation is Segmentation.AUTO and detector is None:
-            detector = make_detector(engine, lookahead=lookahead)
+            detector = make_detector(engine, lookahead=segment_lookahead)
         self.input_kind = InputKind.parse(input_kind)
         if self.input_kind is InputKind.RECOGNIZER and restorer is None:
             restorer = make_restorer(

@@ -227,9 +227,9 @@ def test_client_refuses_an_unknown_segmentation(capsys: pytest.CaptureFixture[st
         ([], {}),
         (["--keep-number-format"], {"localise_numbers": False}),
         (["--keep-fillers"], {"drop_fillers": False}),
-        (["--input", "recognizer"], {"input_kind": InputKind.RECOGNIZER}),
+        (["--input-kind", "recognizer"], {"input_kind": InputKind.RECOGNIZER}),
         (["--segmentation", "client"], {"segmentation": Segmentation.CLIENT}),
-        (["--lookahead", "2", "--beam", "3"], {"lookahead": 2, "beam": 3}),
+        (["--segment-lookahead", "2", "--beam", "3"], {"segment_lookahead": 2, "beam": 3}),
     ],
 )
 def test_client_options_reach_the_session_the_server_parses(

@@ -260,8 +260,8 @@ def test_eval_cli_long_form(
         [
             "eval",
             "--long-form",
-            "--source-style",
-            "asr",
+            "--source-view",
+            "recognizer",
             "--policy",
             "wait-k:k=1",
             "--source",

@@ -16,13 +16,13 @@ from simulmt.eval.instances import read_instances
 from simulmt.eval.loops import loop_rate
 from simulmt.eval.quality import corpus_quality, quality_from_statistics
 from simulmt.eval.runner import RunConfig, simulate
-from simulmt.eval.search_args import add_search_arguments, search_settings
 
+from simulmt.cli.options import add_search_arguments, search_settings
 from simulmt.data.tokenizer import EOS_ID
 from simulmt.engine import Engine
 from simulmt.model.checkpoint import save_checkpoint
 from simulmt.model.int8 import FbgemmInt8Linear, Int8Linear
-from simulmt.search.options import CLI_LOOP_GUARD, WriteUnit
+from simulmt.search.options import SearchOptions, WriteUnit
 from simulmt.session import InputError, Session
 
 SOURCES = ["Ich habe heute ein Buch gelesen", "Der Hund läuft .", "a b . c d e"]
@@ -368,12 +368,12 @@ def test_simuleval_cli_with_adapter_agrees(
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     theirs = read_instances(out / "instances.log")
-    # `simulmt eval`'s defaults (the loop guard on, unlike the library's RunConfig): the agent
-    # takes the same search arguments with the same defaults
+    # `simulmt eval`'s defaults: the agent takes the same search arguments with the same
+    # defaults, SearchOptions' (the loop guard on)
     parser = argparse.ArgumentParser()
     add_search_arguments(parser)
     config = RunConfig(batch_size=1, **search_settings(parser.parse_args([])))
-    assert config.loop_guard == CLI_LOOP_GUARD
+    assert config.loop_guard == SearchOptions.loop_guard > 0
     ours = simulate(engine, policy, SOURCES, REFERENCES, config=config).stats
     assert [(s.prediction, s.delays) for s in theirs] == [(s.prediction, s.delays) for s in ours]
 
@@ -404,11 +404,11 @@ def test_segmentation_reaches_the_sessions() -> None:
     with pytest.raises(ValueError, match="no segmenter.pt"):
         delays(segmentation=Segmentation.AUTO)
     _never_ending_detector(engine)
-    assert delays(segmentation=Segmentation.AUTO, lookahead=0) == (2, 3, 4, 5)
+    assert delays(segmentation=Segmentation.AUTO, segment_lookahead=0) == (2, 3, 4, 5)
     # lookahead 2: each word is readable one word later, so every write comes one word later
-    assert delays(segmentation=Segmentation.AUTO, lookahead=2) == (3, 4, 5, 6)
+    assert delays(segmentation=Segmentation.AUTO, segment_lookahead=2) == (3, 4, 5, 6)
     with pytest.raises(ValueError, match="lookahead must be in 0..4"):
-        delays(segmentation=Segmentation.AUTO, lookahead=5)
+        delays(segmentation=Segmentation.AUTO, segment_lookahead=5)
 
 
 def test_eval_cli_segmentation_options(files: Path, tmp_path: Path) -> None:
@@ -421,8 +421,12 @@ def test_eval_cli_segmentation_options(files: Path, tmp_path: Path) -> None:
     assert stats[2].delays == (2, 3, 4, 5)  # "a b . c d e" is one sentence
     proc = _simulmt(*common, "--segmentation", "auto", "--segment-lookahead", "1")
     assert proc.returncode == 2 and "no segmenter.pt" in proc.stderr
+    proc = _simulmt(*common, "--segmentation", "auto", "--segment-lookahead", "-1")
+    assert proc.returncode == 2 and "segment_lookahead must be >= 0" in proc.stderr
+    # the earlier spelling still works for one release, and says what replaces it
     proc = _simulmt(*common, "--segmentation", "auto", "--lookahead", "-1")
-    assert proc.returncode == 2 and "lookahead must be >= 0" in proc.stderr
+    assert proc.returncode == 2 and "segment_lookahead must be >= 0" in proc.stderr
+    assert "--lookahead is deprecated" in proc.stderr and "use --segment-lookahead" in proc.stderr
 
 
 def test_recognizer_input_reaches_the_sessions_and_its_lookahead_shows_in_the_delays(
@@ -458,10 +462,14 @@ def test_eval_cli_input_options(files: Path) -> None:
     common = ["eval", "--policy", "wait-k:k=2", "--source", str(files / "src.txt"),
               "--reference", str(files / "ref.txt"), "--model", str(files / "model"),
               "--threads", "1", "--no-progress", "--json"]  # fmt: skip
-    proc = _simulmt(*common, "--input", "recognizer")
+    proc = _simulmt(*common, "--input-kind", "recognizer")
     assert proc.returncode == 2 and "needs a case and comma restorer" in proc.stderr
     # auto: the recognizer view is read as it is when the model has no restorer
-    proc = _simulmt(*common, "--source-style", "asr")
+    proc = _simulmt(*common, "--source-view", "recognizer")
     assert proc.returncode == 0 and "no restorer.pt" in proc.stderr, proc.stderr
-    proc = _simulmt(*common, "--input", "recognizer", "--restore-lookahead", "-1")
+    # the earlier spellings, one release more: the same run, with a warning
+    old = _simulmt(*common, "--source-style", "asr", "--input", "auto")
+    assert old.returncode == 0 and old.stdout == proc.stdout, old.stderr
+    assert "--source-style is deprecated" in old.stderr and "--input is deprecated" in old.stderr
+    proc = _simulmt(*common, "--input-kind", "recognizer", "--restore-lookahead", "-1")
     assert proc.returncode == 2 and "restore_lookahead must be >= 0" in proc.stderr

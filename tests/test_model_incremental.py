@@ -120,15 +120,15 @@ def _stream(
 def test_batch_of_streams_equals_each_alone(shapes: list[tuple[int, int, int]], seed: int) -> None:
     streams = [_stream(seed + i, s, t, b) for i, (s, t, b) in enumerate(shapes)]
     requests = [
-        StepRequest(src, beam, vis, lookahead=src_len)
+        StepRequest(src, beam, vis, peek=src_len)
         for (src, beam, vis), (src_len, _, _) in zip(streams, shapes, strict=True)
     ]
     together = run_step(MODEL, requests)
     for req, res in zip(requests, together, strict=True):
         (alone,) = run_step(MODEL, [req])
         assert (alone.log_probs - res.log_probs).abs().max() <= 1e-5
-        assert res.lookahead_log_probs is not None and alone.lookahead_log_probs is not None
-        assert (alone.lookahead_log_probs - res.lookahead_log_probs).abs().max() <= 1e-5
+        assert res.peek_log_probs is not None and alone.peek_log_probs is not None
+        assert (alone.peek_log_probs - res.peek_log_probs).abs().max() <= 1e-5
         assert (alone.self_kv - res.self_kv).abs().max() <= 1e-5
 
 

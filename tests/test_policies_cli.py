@@ -54,7 +54,7 @@ def test_policies_json(example_installed: None, capsys: pytest.CaptureFixture[st
         ("k", "int", 2), ("s", "int", 2)]
     assert [(a["name"], a["type"], a["default"]) for a in data["wait-k"]["arguments"]] == [
         ("k", "int", 3), ("r", "float", 1.0)]
-    assert data["wait-if-diff"]["needs"] == ["distribution", "lookahead"]
+    assert data["wait-if-diff"]["needs"] == ["distribution", "peek"]
     assert "arXiv:2305.11408" in data["alignatt"]["paper"]  # AlignAtt, Papi et al. 2023
     assert "arXiv:1909.01559" in data["learned"]["paper"]  # Zheng et al. 2019
     assert data[EXAMPLE]["paper"] is None and data["confidence"]["paper"] is None

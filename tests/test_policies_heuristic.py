@@ -37,7 +37,7 @@ def lp(*probs: float) -> torch.Tensor:
 
 def obs(read: int = 3, written: int = 1, *, finished: bool = False, available: int = 1,
         now: torch.Tensor | None = None, ahead: torch.Tensor | None = None) -> Observation:
-    signals = ModelSignals(log_probs=now, lookahead_log_probs=ahead)
+    signals = ModelSignals(log_probs=now, peek_log_probs=ahead)
     return Observation(read, written, finished, available, signals)
 
 
@@ -112,7 +112,7 @@ def test_wait_if_without_lookahead(policy: Policy) -> None:
 
 
 def test_wait_if_missing_lookahead_with_word_available_is_an_error() -> None:
-    with pytest.raises(PolicyError, match="needs Signal.LOOKAHEAD"):
+    with pytest.raises(PolicyError, match="needs Signal.PEEK"):
         WaitIfDiff().decide(obs(available=2, now=lp(0.9, 0.1), ahead=None))
 
 
@@ -140,7 +140,7 @@ def test_local_agreement() -> None:
 
 
 def test_declared_needs_and_modes() -> None:
-    both = frozenset({Signal.DISTRIBUTION, Signal.LOOKAHEAD})
+    both = frozenset({Signal.DISTRIBUTION, Signal.PEEK})
     assert WaitIfDiff.needs == WaitIfWorse.needs == both
     assert Confidence.needs == frozenset({Signal.DISTRIBUTION})
     for cls in (WaitIfDiff, WaitIfWorse, Confidence):

@@ -115,7 +115,7 @@ def test_no_committed_sentence_end_before_the_source_sentence_is_finished(
     words: list[str], cuts: list[int], policy: str, segmentation: str, mode: PrematureStops,
     beam: int, unit: WriteUnit, boost: float,
 ) -> None:  # fmt: skip
-    opts = SearchOptions(beam=beam, unit=unit, premature_stops=mode, lookahead=2)
+    opts = SearchOptions(beam=beam, unit=unit, premature_stops=mode, speculate=2)
     session = Session(ENGINES[boost], policy=policy, options=opts, segmentation=segmentation)
     ups: list[Update] = []
     with checking() as before:

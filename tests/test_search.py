@@ -136,7 +136,7 @@ def test_speculative_lookahead_keeps_the_guarantees() -> None:
     text = "Der Hund läuft schnell über die Straße ."
     outs: dict[int, list[int]] = {}
     for w in (1, 3):
-        s = Session(engine, policy="wait-k:k=2", options=SearchOptions(beam=3, lookahead=w))
+        s = Session(engine, policy="wait-k:k=2", options=SearchOptions(beam=3, speculate=w))
         ups = [u for word in text.split() for u in s.push(word)] + s.finish()
         final = [u for u in ups if u.final]
         assert len(final) == 1 and final[0].text == "".join(u.committed_delta for u in ups).strip()
@@ -150,7 +150,7 @@ def test_speculative_commit_waits_for_the_beam_to_be_deep_enough() -> None:
     engine = Engine.tiny(0)
 
     def pick(lookahead: int, rows: list[list[int]]) -> tuple[int, bool] | None:
-        search = OnlineSearch(load_policy("wait-k:k=2"), SearchOptions(beam=3, lookahead=lookahead),
+        search = OnlineSearch(load_policy("wait-k:k=2"), SearchOptions(beam=3, speculate=lookahead),
                               engine.tokenizer)  # fmt: skip
         st = StreamState(committed=[11])
         st.beam.tokens = torch.tensor([[1, 11, *r] for r in rows])  # (Bm, T): BOS + tokens

@@ -128,8 +128,8 @@ def test_auto_mode_uses_the_engines_network_and_bad_options_are_refused() -> Non
         Session(engine, segmentation="sentences")
     engine.segmenter = tiny_net()
     with pytest.raises(ValueError, match="lookahead must be in 0..4"):
-        Session(engine, segmentation="auto", lookahead=7)
-    s = Session(engine, policy="wait-k:k=2", segmentation="auto", lookahead=2)
+        Session(engine, segmentation="auto", segment_lookahead=7)
+    s = Session(engine, policy="wait-k:k=2", segmentation="auto", segment_lookahead=2)
     out = run(s, [" ".join(WORDS * 3)])
     assert " ".join(sources(out)).split() == WORDS * 3
 

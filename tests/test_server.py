@@ -103,7 +103,7 @@ async def test_happy_path_matches_a_session_alone() -> None:
     check_stream(log)
     assert log.session is not None
     assert log.session["model"] == "tiny-0"
-    assert log.session["limits"]["max_sentence_words"] > 0
+    assert log.session["limits"]["live_max_sentence_words"] > 0
     assert [m["source"] for m in log.messages if m["type"] == "final"] == SENTENCES
     assert tuple(log.finals()) == reference_finals("wait-k:k=2")
 

@@ -177,7 +177,7 @@ async def test_frame_over_the_transport_cap_is_cut_with_1009() -> None:
 
 
 async def test_long_words_are_refused_and_long_sentences_cut() -> None:
-    limits = Limits(max_word_chars=20, max_sentence_words=7)  # the neighbour's fit
+    limits = Limits(max_word_chars=20, live_max_sentence_words=7)  # the neighbour's fit
     async with running(ServerConfig(port=0, limits=limits)) as url:
 
         async def bad() -> None:

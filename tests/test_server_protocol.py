@@ -25,7 +25,7 @@ from simulmt.inputs import InputKind
 from simulmt.sentences import Segmentation
 from simulmt.updates import Update
 
-LIMITS = Limits(max_message_bytes=200, max_word_chars=10, max_sentence_words=5)
+LIMITS = Limits(max_message_bytes=200, max_word_chars=10, live_max_sentence_words=5)
 
 
 def parse(frame: str | bytes) -> object:
@@ -64,12 +64,13 @@ START = {"type": "start", "protocol": PROTOCOL}
             Start(policy="wait-k:k=3", beam=1, resume=Resume("a-1", "t", 4)),
         ),
         (
-            json.dumps({**START, "segmentation": "auto", "lookahead": 0}),
-            Start(policy="wait-k:k=3", beam=1, segmentation=Segmentation.AUTO, lookahead=0),
+            json.dumps({**START, "segmentation": "auto", "segment_lookahead": 0}),
+            Start(policy="wait-k:k=3", beam=1, segmentation=Segmentation.AUTO, segment_lookahead=0),
         ),
         (
-            json.dumps({**START, "lookahead": 3}),  # the server's default segmentation: auto
-            Start(policy="wait-k:k=3", beam=1, lookahead=3),
+            # the server's default segmentation: auto
+            json.dumps({**START, "segment_lookahead": 3}),
+            Start(policy="wait-k:k=3", beam=1, segment_lookahead=3),
         ),
         (
             json.dumps({**START, "segmentation": "client"}),
@@ -80,10 +81,10 @@ START = {"type": "start", "protocol": PROTOCOL}
         (json.dumps({**START, "numbers": "keep"}), Start("wait-k:k=3", 1, localise_numbers=False)),
         (json.dumps({**START, "numbers": "localise"}), Start("wait-k:k=3", 1)),
         (
-            json.dumps({**START, "input": "recognizer"}),
+            json.dumps({**START, "input_kind": "recognizer"}),
             Start("wait-k:k=3", 1, input_kind=InputKind.RECOGNIZER),
         ),
-        (json.dumps({**START, "input": "text"}), Start("wait-k:k=3", 1)),
+        (json.dumps({**START, "input_kind": "text"}), Start("wait-k:k=3", 1)),
     ],
 )
 def test_parse_accepts(frame: str, expected: object) -> None:
@@ -135,12 +136,12 @@ def test_unknown_fields_are_listed() -> None:
         (json.dumps({**START, "fillers": False}), ErrorCode.BAD_START, "or 'keep'"),
         (json.dumps({**START, "numbers": "english"}), ErrorCode.BAD_START, "'localise'"),
         (json.dumps({**START, "numbers": None}), ErrorCode.BAD_START, "start.numbers"),
-        (json.dumps({**START, "input": "speech"}), ErrorCode.BAD_START, "'recognizer'"),
-        (json.dumps({**START, "input": ["text"]}), ErrorCode.BAD_START, "start.input is"),
-        (json.dumps({**START, "lookahead": -1}), ErrorCode.BAD_START, "integer in 0..8"),
-        (json.dumps({**START, "lookahead": "2"}), ErrorCode.BAD_START, "integer in 0..8"),
+        (json.dumps({**START, "input_kind": "speech"}), ErrorCode.BAD_START, "'recognizer'"),
+        (json.dumps({**START, "input_kind": ["text"]}), ErrorCode.BAD_START, "start.input_kind is"),
+        (json.dumps({**START, "segment_lookahead": -1}), ErrorCode.BAD_START, "integer in 0..8"),
+        (json.dumps({**START, "segment_lookahead": "2"}), ErrorCode.BAD_START, "integer in 0..8"),
         (
-            json.dumps({**START, "segmentation": "punctuation", "lookahead": 2}),
+            json.dumps({**START, "segmentation": "punctuation", "segment_lookahead": 2}),
             ErrorCode.BAD_START,
             "applies to segmentation 'auto' only",
         ),

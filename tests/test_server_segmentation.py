@@ -105,7 +105,7 @@ async def test_auto_is_refused_when_the_model_has_no_detector_and_the_default_fa
 )
 async def test_the_detectors_lookahead_is_checked(lookahead: int, refusal: str | None) -> None:
     async with running(load=engine_with_detector) as server:
-        messages = await _start(server, segmentation="auto", lookahead=lookahead)
+        messages = await _start(server, segmentation="auto", segment_lookahead=lookahead)
     if refusal is None:
         assert messages[0]["type"] == "session" and messages[0]["segmentation"] == "auto"
         assert [m["source"] for m in messages if m["type"] == "final"] == [
@@ -119,7 +119,7 @@ async def test_the_detectors_lookahead_is_checked(lookahead: int, refusal: str |
 async def test_segmentation_values_are_refused_with_the_accepted_ones() -> None:
     async with running(load=engine_with_detector) as server:
         bad = await _start(server, segmentation="sentences")
-        clash = await _start(server, segmentation="client", lookahead=2)
+        clash = await _start(server, segmentation="client", segment_lookahead=2)
     assert bad[-1]["code"] == "bad_start" and bad[-1]["fatal"] is True
     assert "accepted: 'punctuation', 'client', 'auto'" in str(bad[-1]["message"])
     assert clash[-1]["code"] == "bad_start"
@@ -136,7 +136,7 @@ def engine_with_restorer() -> Engine:
 
 
 async def test_recognizer_input_is_restored_in_order_and_refused_without_a_restorer() -> None:
-    """`start.input: recognizer`: every word reaches the model once, in order, in the form the
+    """`start.input_kind: recognizer`: every word reaches the model once, in order, in the form the
     session's restorer gives it; a model without a restorer refuses it with the reason."""
     words = asr_words(300, seed=1)
     chunks = [" ".join(words[i : i + 7]) for i in range(0, len(words), 7)]
@@ -144,7 +144,7 @@ async def test_recognizer_input_is_restored_in_order_and_refused_without_a_resto
         log = await run_stream(
             ws_url(server),
             paced(chunks, 0),
-            start=StartOptions(policy="wait-k:k=3", segmentation="client", input="recognizer"),
+            start=StartOptions(policy="wait-k:k=3", segmentation="client", input_kind="recognizer"),
         )
     assert [m for m in log.messages if m["type"] == "error"] == []
     # wait-k reads each word as it comes, so the restorer reads no word past it (the default)
@@ -153,6 +153,6 @@ async def test_recognizer_input_is_restored_in_order_and_refused_without_a_resto
     assert expected != words  # the restorer changed something, and the server used it
     assert " ".join(str(m["source"]) for m in finals(log)).split() == expected
     async with running(load=engine) as server:
-        refused = await _start(server, input="recognizer")
+        refused = await _start(server, input_kind="recognizer")
     assert refused[-1]["type"] == "error" and refused[-1]["code"] == "bad_start"
     assert "no restorer.pt" in str(refused[-1]["message"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -20,6 +22,9 @@ from simulmt.words import FULL, word_ends
 
 ENGINE = Engine.tiny(0)
 ALLOW = PrematureStops.ALLOW  # the rule off: stops as the reference decoders write them
+# the reference decoders write every token as the model ranks it: no premature-stop rule and no
+# loop guard (both on by default)
+AS_RANKED = SearchOptions(premature_stops=ALLOW, loop_guard=0)
 SENTENCES = [
     "Ich habe heute ein Buch gelesen .",
     "Der Hund läuft schnell über die Straße .",
@@ -189,7 +194,7 @@ def test_wait_k_beam1_equals_reference_decoder(text: str, k: int) -> None:
     """The whole sentence arrives at once; the length limit follows the words read (the tiny
     model writes words long enough to reach it)."""
     # the reference decoder writes stops as the model ranks them: the rule off (#56)
-    ups = run_stream(f"wait-k:k={k}", text, [], options=SearchOptions(premature_stops=ALLOW))
+    ups = run_stream(f"wait-k:k={k}", text, [], options=AS_RANKED)
     assert [u.text for u in ups if u.final] == [_word_reference(text, k)]
 
 
@@ -200,14 +205,14 @@ def test_wait_k_beam1_equals_reference_decoder(text: str, k: int) -> None:
     st.sampled_from([1, 2, 3]),
 )
 def test_token_unit_equals_token_level_reference(text: str, cuts: list[int], k: int) -> None:
-    opts = SearchOptions(unit=WriteUnit.TOKEN, premature_stops=ALLOW)
+    opts = replace(AS_RANKED, unit=WriteUnit.TOKEN)
     ups = run_stream(f"wait-k:k={k}", text, cuts, options=opts)
     assert [u.text for u in ups if u.final] == [_reference(text, k)]
 
 
 @pytest.mark.parametrize("text", SENTENCES[:3])
 def test_full_beam1_equals_offline_greedy(text: str) -> None:
-    ups = run_stream("full", text, [1, 2, 3])
+    ups = run_stream("full", text, [1, 2, 3], options=AS_RANKED)
     assert [u.text for u in ups if u.final] == [_reference(text, FULL)]
 
 

@@ -167,7 +167,7 @@ def test_translate_searches_as_deep_as_eval_and_serve() -> None:
     eval_cli.add_arguments(eval_parser)
     eval_depth = eval_cli.run_config_from_args(
         eval_parser.parse_args(["--source", "x.de", "--reference", "x.en"])).speculate
-    server_depth = SearchOptions(beam=5).lookahead  # what server/connection.py builds
+    server_depth = SearchOptions(beam=5).speculate  # what server/connection.py builds
     assert parser.parse_args([]).speculate == eval_depth == server_depth > 1
     assert parser.parse_args(["--speculate", "2"]).speculate == 2
     assert parser.parse_args(["--lookahead", "2"]).speculate == 2  # the flag's earlier name
@@ -176,14 +176,15 @@ def test_translate_searches_as_deep_as_eval_and_serve() -> None:
 def test_recognizer_lines_are_restored_by_the_models_restorer(
     model_dir: Path, tmp_path: Path
 ) -> None:
-    """`--recognizer`: the restorer.pt beside the model (here the shipped one) gives the words
-    their case and commas back before the policy reads them; without one, a clear refusal."""
+    """`--input-kind recognizer`: the restorer.pt beside the model (here the shipped one) gives
+    the words their case and commas back before the policy reads them; without one, a clear
+    refusal."""
     import shutil
 
     from simulmt.engine import RESTORER_FILE, default_model_dir
 
     line = "die kanzlerin sagte gestern in berlin dass die usa zustimmen\n"
-    common = ("--policy", "full", "--jsonl", "--recognizer")
+    common = ("--policy", "full", "--jsonl", "--input-kind", "recognizer")
     proc = translate(model_dir, line, *common)
     assert proc.returncode == 2 and "no restorer.pt" in proc.stderr
     with_restorer = tmp_path / "model"

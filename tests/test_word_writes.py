@@ -110,7 +110,7 @@ STREAMS = st.tuples(
     st.lists(st.integers(0, 3), min_size=0, max_size=8),
 )
 OPTIONS = st.builds(
-    SearchOptions, beam=st.sampled_from([1, 1, 2, 3]), lookahead=st.sampled_from([1, 2])
+    SearchOptions, beam=st.sampled_from([1, 1, 2, 3]), speculate=st.sampled_from([1, 2])
 )
 
 

@@ -75,12 +75,14 @@
       const beam = Math.max(1, parseInt($("beam").value, 10) || 1);
       const start = { type: "start", protocol: PROTOCOL, policy: $("policy").value.trim(), beam };
       // sentence ends are the server's: auto (its boundary detector) unless the page's URL
-      // asks for ?segmentation=punctuation|client (and ?lookahead=N for auto)
+      // asks for ?segmentation=punctuation|client (and ?segment_lookahead=N for auto)
       if (params.get("segmentation")) start.segmentation = params.get("segmentation");
-      if (params.get("lookahead")) start.lookahead = parseInt(params.get("lookahead"), 10);
-      // ?input=recognizer: the words are a speech recognizer's (lowercase, no punctuation);
-      // the server restores case and commas before translating them
-      if (params.get("input")) start.input = params.get("input");
+      const lookahead = params.get("segment_lookahead") || params.get("lookahead"); // old name
+      if (lookahead) start.segment_lookahead = parseInt(lookahead, 10);
+      // ?input_kind=recognizer: the words are a speech recognizer's (lowercase, no
+      // punctuation); the server restores case and commas before translating them
+      const inputKind = params.get("input_kind") || params.get("input"); // old name
+      if (inputKind) start.input_kind = inputKind;
       const token = $("token").value.trim();
       if (token) start.token = token; // the server's token: in the frame, not the URL
       const s = state.session;

@@ -37,7 +37,7 @@ class StepRequest:
     beam: DecoderBeam
     visible: int  # source tokens the beam may attend to (>= 1)
     attention: bool = False  # also return cross-attention weights (coverage penalty)
-    lookahead: int = 0  # if > 0: also the best hypothesis' distribution with this many visible
+    peek: int = 0  # if > 0: also the best hypothesis' distribution with this many visible
 
 
 @torch.no_grad()
@@ -46,7 +46,7 @@ def decode_batch(
 ) -> tuple[StepOutput, list[int]]:
     """The decoder step of every hypothesis of `requests`, as one forward pass. Returns the
     outputs of all rows and each request's first row; its hypotheses follow it, then its
-    lookahead row if it asked for one. Each beam's cache holds the new K/V staged."""
+    peek row if it asked for one. Each beam's cache holds the new K/V staged."""
     for req in requests:
         if req.beam.cache.length != req.beam.length:  # a forced prefix (re-translation)
             _prefill(model, req)
@@ -69,9 +69,9 @@ def decode_batch(
         entry.beam.cache.stage(step_kv, len(rows), size, written=writes is not None)
         rows += [(e, h) for h in range(size)]
         vis += [entry.visible] * size
-        if entry.lookahead:
+        if entry.peek:
             rows.append((e, 0))
-            vis.append(entry.lookahead)
+            vis.append(entry.peek)
     p_max = max(req.beam.cache.length for req in requests)
     s_max = max(len(req.source.ids) for req in requests)
     last = torch.cat([_row_tokens(req) for req in layout])  # (N,)
@@ -116,7 +116,7 @@ class _PoolSpan:
 
 
 def _pool_span(requests: Sequence[StepRequest]) -> _PoolSpan | None:
-    """When every request is one hypothesis (no lookahead row) whose source sits in the same
+    """When every request is one hypothesis (no peek row) whose source sits in the same
     pool, and their slots leave few gaps: the requests in slot order, gaps as fillers."""
     first = requests[0].source.slot
     if first is None:
@@ -125,7 +125,7 @@ def _pool_span(requests: Sequence[StepRequest]) -> _PoolSpan | None:
     by_slot: dict[int, StepRequest] = {}
     for req in requests:
         slot = req.source.slot
-        if slot is None or slot.pool is not pool or req.beam.size != 1 or req.lookahead:
+        if slot is None or slot.pool is not pool or req.beam.size != 1 or req.peek:
             return None
         by_slot[slot.index] = req
     if len(by_slot) != len(requests):  # two requests over one source: rows must be distinct
@@ -178,14 +178,14 @@ def _cached(req: StepRequest | None) -> int:
 
 
 def _rows(req: StepRequest | None) -> int:
-    return 1 if req is None else req.beam.size + (1 if req.lookahead else 0)
+    return 1 if req is None else req.beam.size + (1 if req.peek else 0)
 
 
 def _row_tokens(req: StepRequest | None) -> torch.Tensor:
     if req is None:
         return _FILLER_TOKEN
     last = req.beam.tokens[:, -1]  # (Bm,)
-    return torch.cat([last, last[:1]]) if req.lookahead else last  # (rows,)
+    return torch.cat([last, last[:1]]) if req.peek else last  # (rows,)
 
 
 def _gather_self(
@@ -199,7 +199,7 @@ def _gather_self(
             shape = (2 * cfg.dec_layers, _rows(req), cfg.n_heads, 0, cfg.head_dim)
             blocks.append(torch.zeros(shape, dtype=model.dtype))
             continue
-        if req is not None and req.lookahead:
+        if req is not None and req.peek:
             block = torch.cat([block, block[:, :1]], dim=1)  # (2L, Bm+1, H, P_r, dh)
         blocks.append(block)
     return pack_kv(blocks, p_max + 1, room=1)  # (2L, N, H, P+1, dh), last slot free

@@ -169,7 +169,7 @@ class OnlineSearch:
     def _request(self, st: StreamState, src: SourceView, *, signals: bool = False) -> StepRequest:
         visible = st.source.visible(st.words_read)
         look = 0
-        if signals and Signal.LOOKAHEAD in self.policy.needs and st.words_read < src.n_words:
+        if signals and Signal.PEEK in self.policy.needs and st.words_read < src.n_words:
             look = st.source.visible(st.words_read + 1)
         return StepRequest(st.source, st.beam, visible, self._attention, look)
 
@@ -179,8 +179,8 @@ class OnlineSearch:
         committed tokens so that the decision step computes them (and the look-ahead)."""
         sig = st.signals
         if sig is not None and (
-            Signal.LOOKAHEAD not in self.policy.needs
-            or sig.lookahead_log_probs is not None
+            Signal.PEEK not in self.policy.needs
+            or sig.peek_log_probs is not None
             or st.words_read >= src.n_words
         ):
             return sig
@@ -192,7 +192,7 @@ class OnlineSearch:
     def _begin_write(self, st: StreamState, signals: ModelSignals | None) -> None:
         st.word_start = len(st.committed)
         st.signals = None
-        if signals is not None and signals.lookahead_log_probs is not None:
+        if signals is not None and signals.peek_log_probs is not None:
             st.peeked = max(st.peeked, st.words_read + 1)  # the decision saw the next word
 
     def _plan_finish(self, st: StreamState, now: float) -> StepRequest | None:
@@ -212,7 +212,7 @@ class OnlineSearch:
     # ---- the commit rule -------------------------------------------------------------
     def _pick(self, st: StreamState) -> tuple[int, bool] | None:
         """The next token the commit rule allows, and whether every hypothesis agrees on it:
-        once every hypothesis agrees on it or the beam is `lookahead` tokens ahead of what is
+        once every hypothesis agrees on it or the beam is `speculate` tokens ahead of what is
         committed (speculative commit)."""
         beam, c = st.beam, len(st.committed)
         depth = beam.length - c
@@ -222,7 +222,7 @@ class OnlineSearch:
             return int(beam.tokens[0, c + 1]), True
         column = beam.tokens[:, c + 1]  # (Bm,)
         agree = bool((column == column[0]).all())
-        if agree or depth >= self.opts.lookahead:
+        if agree or depth >= self.opts.speculate:
             return int(column[0]), agree
         return None
 

@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
-
-# The loop guard the command lines (`eval`, `translate`, `serve`) run unless told otherwise:
-# without it word-level wait-k loops in 5-12% of newstest2015 outputs (README, "Loop guard").
-# The library default (SearchOptions.loop_guard) stays off: outputs exactly as the model ranks.
-CLI_LOOP_GUARD = 8
+import warnings
+from dataclasses import InitVar, dataclass
 
 
 class Scoring(enum.Enum):
@@ -63,25 +59,37 @@ class SearchOptions:
     # hypothesis agrees on it or the beam is this many tokens past the committed ones. Chosen on
     # the dev sets (v3, wait-3, beam 5; 1/2/3/4/6: newstest2013 1-in-10 13.70/14.11/14.36/13.99/
     # 13.55, held-out dev 1-in-20 28.15/28.30/28.96/28.68; greedy 13.47 and 27.63; AL equal)
-    lookahead: int = 3
+    speculate: int = 3
     unit: WriteUnit = WriteUnit.WORD  # latency is felt in words: a WRITE writes a whole word
     max_len_ratio: float = 2.0  # a hypothesis is cut at ratio * |x| + extra tokens
     max_len_extra: int = 10
     # loop guard (simulmt.search.loops): ban the token that would repeat a cycle of up to this
     # many tokens a third time in a row, and a second sentence stop right after one; 0 = off
-    # (outputs as the model ranks them)
-    loop_guard: int = 0
+    # (outputs as the model ranks them). Without it word-level wait-k loops in 5-12% of
+    # newstest2015 outputs (docs/results.md, "Loop guard"); every command line and the server
+    # read this default
+    loop_guard: int = 8
     # no committed sentence end before the source sentence is finished (simulmt.search.stops);
     # chosen on newstest2015 and the held-out test (docs/results.md, "Premature stops")
     premature_stops: PrematureStops = PrematureStops.MASK
+    # the earlier name of `speculate` (deprecated; accepted until the next release)
+    lookahead: InitVar[int | None] = None
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, lookahead: int | None) -> None:
+        if lookahead is not None:
+            warnings.warn(
+                "SearchOptions(lookahead=) is deprecated; use speculate=", DeprecationWarning,
+                stacklevel=3,
+            )
+            object.__setattr__(self, "speculate", lookahead)
         if self.beam < 1:
             raise ValueError(f"beam must be >= 1, got {self.beam}")
         if self.loop_guard < 0:
             raise ValueError(f"loop_guard must be >= 0 (0 = off), got {self.loop_guard}")
-        if self.lookahead < 1:
-            raise ValueError(f"lookahead must be >= 1, got {self.lookahead}")
+        if self.speculate < 1:
+            raise ValueError(
+                f"speculate must be >= 1 (1: commit the best next token), got {self.speculate}"
+            )
         if self.rel_threshold is not None and not 0 < self.rel_threshold < 1:
             raise ValueError(f"rel_threshold must be in (0, 1), got {self.rel_threshold}")
         if self.abs_threshold is not None and self.abs_threshold <= 0:

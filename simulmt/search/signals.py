@@ -56,7 +56,7 @@ def model_signals(
         attention = word_attention(attn[0], source.ends, words_read)  # (W,)
     return ModelSignals(
         log_probs=res.log_probs[0] if Signal.DISTRIBUTION in needs else None,
-        lookahead_log_probs=res.lookahead_log_probs,
+        peek_log_probs=res.peek_log_probs,
         decoder_state=res.state[0] if Signal.DECODER_STATE in needs else None,
         attention=attention,
     )

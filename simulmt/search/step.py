@@ -20,7 +20,7 @@ __all__ = ["StepRequest", "StepResult", "run_step"]
 
 
 class StepResult:
-    """One request's rows of a step: rows start..start+size-1 of the batch, then its lookahead
+    """One request's rows of a step: rows start..start+size-1 of the batch, then its peek
     row if it asked for one. The tensors are sliced when read (views): a greedy search reads
     only `top` and `top_log_prob`."""
 
@@ -30,7 +30,7 @@ class StepResult:
         start: int,
         size: int,
         *,
-        lookahead: bool = False,
+        peek: bool = False,
         source_len: int | None = None,
         top: int | None = None,
         top_log_prob: float = 0.0,
@@ -38,7 +38,7 @@ class StepResult:
         self.batch = batch
         self.start = start
         self.size = size
-        self.lookahead = lookahead
+        self.peek = peek
         self.source_len = source_len  # None: no attention asked for
         # single-hypothesis beams: the most probable writable token (EOS included) and its
         # log-probability, picked for the whole batch at once (the greedy search's fast path)
@@ -53,17 +53,17 @@ class StepResult:
         self_kv: torch.Tensor,
         state: torch.Tensor,
         attention: torch.Tensor | None = None,
-        lookahead_log_probs: torch.Tensor | None = None,
+        peek_log_probs: torch.Tensor | None = None,
     ) -> StepResult:
         """A result from tensors of its own (Bm rows): (Bm, V), (2L, Bm, H, 1, dh), (Bm, D),
         (Bm, S) or None, (V,) or None."""
         lp = log_probs
-        if lookahead_log_probs is not None:
-            lp = torch.cat([log_probs, lookahead_log_probs.unsqueeze(0)])  # (Bm+1, V)
+        if peek_log_probs is not None:
+            lp = torch.cat([log_probs, peek_log_probs.unsqueeze(0)])  # (Bm+1, V)
         n = int(log_probs.shape[0])
         src = None if attention is None else int(attention.shape[1])
         batch = StepOutput(log_probs=lp, self_kv=self_kv, state=state, attention=attention)
-        return cls(batch, 0, n, lookahead=lookahead_log_probs is not None, source_len=src)
+        return cls(batch, 0, n, peek=peek_log_probs is not None, source_len=src)
 
     @property
     def log_probs(self) -> torch.Tensor:
@@ -86,9 +86,9 @@ class StepResult:
         return attn[self.start : self.start + self.size, : self.source_len]
 
     @property
-    def lookahead_log_probs(self) -> torch.Tensor | None:
+    def peek_log_probs(self) -> torch.Tensor | None:
         """(V,) the best hypothesis' distribution with one more word visible, if asked."""
-        return self.batch.log_probs[self.start + self.size] if self.lookahead else None
+        return self.batch.log_probs[self.start + self.size] if self.peek else None
 
 
 @torch.no_grad()
@@ -107,7 +107,7 @@ def run_step(model: SimulTransformer, requests: Sequence[StepRequest]) -> list[S
             out,
             start,
             req.beam.size,
-            lookahead=req.lookahead > 0,
+            peek=req.peek > 0,
             source_len=len(req.source.ids) if has_attention and req.attention else None,
             top=tops[start] if req.beam.size == 1 else None,
             top_log_prob=top_lps[start],

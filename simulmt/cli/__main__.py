@@ -1,0 +1,7 @@
+"""`python -m simulmt.cli …`, as the `simulmt` script (`serve --workers` starts its children so)."""
+
+import sys
+
+from simulmt.cli.main import main
+
+sys.exit(main())
