@@ -25,7 +25,8 @@ from simulmt.server.machine import SessionMachine
 from simulmt.server.metrics import CONTENT_TYPE as METRICS_TYPE
 from simulmt.server.metrics import ServerMetrics, Snapshot
 from simulmt.server.ops import Delivery
-from simulmt.server.protocol import ErrorCode, encode, error_message
+from simulmt.server.protocol import ErrorCode
+from simulmt.server.replies import encode, error_message
 from simulmt.server.sessions import SessionTable, new_token
 from simulmt.server.web import Health, gate, load_static, respond
 from simulmt.server.worker import Worker

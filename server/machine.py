@@ -32,12 +32,14 @@ from simulmt.server.protocol import (
     Source,
     Start,
     check_word_lengths,
+    parse_client_message,
+    unknown_fields_text,
+)
+from simulmt.server.replies import (
     encode,
     end_message,
     error_message,
-    parse_client_message,
     session_message,
-    unknown_fields_text,
     update_messages,
 )
 from simulmt.server.textcheck import clean_words, scrub

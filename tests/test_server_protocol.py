@@ -16,10 +16,9 @@ from simulmt.server.protocol import (
     Source,
     Start,
     check_word_lengths,
-    encode,
     parse_client_message,
-    update_messages,
 )
+from simulmt.server.replies import encode, update_messages
 
 from simulmt.inputs import InputKind
 from simulmt.sentences import Segmentation
