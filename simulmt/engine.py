@@ -180,30 +180,15 @@ class Engine:
         return cls(model, tokenizer, ModelInfo(f"tiny-{seed}", "de", "en", model.num_parameters()))
 
     # ---- model work (called from one thread at a time) -------------------------------
-    @torch.no_grad()
-    def encode(self, source: SourceState, words: Sequence[str]) -> None:
-        """Append `words` to the stream's source: tokenize, run the causal encoder over only the
-        new tokens, and grow the cross-attention K/V cache."""
-        start = time.perf_counter()
-        new, ends = self._tokenize(source, words)
-        if new:
-            ids = torch.tensor([new], dtype=torch.long)  # (1, n)
-            past = None if source.enc_kv is None else unstack_kv(source.enc_kv)
-            s = len(source.ids)
-            memory, enc = self.model.encode(ids, past=past, start=s)
-            new_enc = stack_kv([(k[:, :, s:], v[:, :, s:]) for k, v in enc])  # (2L, 1, H, n, dh)
-            cross = stack_kv(self.model.cross_kv(memory))  # (2L_dec, 1, H, n, dh)
-            self._extend(source, new, new_enc, cross)  # all model work is done: only now
-        source.ends += ends
-        self.compute_ms += (time.perf_counter() - start) * 1000
+    def encode(self, source: SourceState, words: Sequence[str]) -> float:
+        """Append `words` to one stream's source: `encode_many` for a batch of one."""
+        return self.encode_many([source], [words])
 
     @torch.no_grad()
     def encode_many(self, sources: Sequence[SourceState], words: Sequence[Sequence[str]]) -> float:
-        """`encode` for many streams in one batched encoder pass; returns the time in ms."""
-        if len(sources) == 1:
-            start = time.perf_counter()
-            self.encode(sources[0], words[0])
-            return (time.perf_counter() - start) * 1000
+        """Append each stream's `words` to its source: tokenize, run the causal encoder over only
+        the new tokens (many streams in one batched pass) and grow the cross-attention K/V
+        caches. The one encode path, a lone stream included; returns the time in ms."""
         start = time.perf_counter()
         spans = [self._tokenize(source, ws) for source, ws in zip(sources, words, strict=True)]
         new_ids = [ids for ids, _ in spans]
@@ -221,8 +206,9 @@ class Engine:
                 )
         for source, (_, ends) in zip(sources, spans, strict=True):
             source.ends += ends
-        self.compute_ms += (time.perf_counter() - start) * 1000
-        return (time.perf_counter() - start) * 1000
+        ms = (time.perf_counter() - start) * 1000
+        self.compute_ms += ms
+        return ms
 
     def _extend(
         self, source: SourceState, new: list[int], enc: torch.Tensor, cross: torch.Tensor
@@ -250,7 +236,16 @@ class Engine:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """One encoder pass over the new tokens of `sources` (changes none of them): their
         encoder K/V (2L_enc, B, H, T, dh) and cross-attention K/V (2L_dec, B, H, T, dh), row b
-        valid up to len(new_ids[b])."""
+        valid up to len(new_ids[b]). One stream needs no padding: the plain causal pass extends
+        its cache (the padded pass would first copy all of it)."""
+        if len(sources) == 1:
+            source, start = sources[0], len(sources[0].ids)
+            ids = torch.tensor([new_ids[0]], dtype=torch.long)  # (1, n)
+            past = None if source.enc_kv is None else unstack_kv(source.enc_kv)
+            memory, grown = self.model.encode(ids, past=past, start=start)
+            new_kv = [(k[:, :, start:], v[:, :, start:]) for k, v in grown]  # (1, H, n, dh) each
+            enc = stack_kv(new_kv)  # (2L_enc, 1, H, n, dh)
+            return enc, stack_kv(self.model.cross_kv(memory))  # (2L_dec, 1, H, n, dh)
         cfg = self.model.cfg
         lengths = torch.tensor([len(x) for x in new_ids])  # (B,)
         past_lengths = torch.tensor([len(s.ids) for s in sources])  # (B,)
