@@ -30,9 +30,9 @@ from simulmt.restore import (
     save_restorer,
 )
 from simulmt.restore.train import FitConfig, Sentences, fit, score
-from simulmt.segment.features import words_features
 from simulmt.segment.model import SegmenterConfig, SegmenterNet
 from simulmt.session import Session
+from simulmt.smallnet.features import words_features
 from simulmt.updates import Update
 
 TINY = RestorerConfig(buckets=512, dim=16, hidden=32, head=32, max_lookahead=2)

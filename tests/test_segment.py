@@ -24,9 +24,9 @@ from simulmt.segment import (
     save_segmenter,
 )
 from simulmt.segment.data import make_stream, read_documents
-from simulmt.segment.features import N_FLAGS, N_IDS, word_features
 from simulmt.segment.model import Encoder, SegmenterConfig, SegmenterNet
 from simulmt.segment.train import FitConfig, boundary_probs, fit, score, tune_thresholds
+from simulmt.smallnet.features import N_FLAGS, N_IDS, word_features
 
 TINY = dict(buckets=512, dim=16, hidden=24, window=4, max_lookahead=3)
 

@@ -8,7 +8,7 @@ network serves every lookahead 0..max_lookahead and the session chooses.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +16,7 @@ import torch
 from torch import nn
 
 from simulmt.restore.labels import Case, Punct
-from simulmt.segment.features import N_FLAGS, N_IDS
-from simulmt.torchfile import load_checked, save_atomic
+from simulmt.smallnet.net import HashedWordNet, NetConfig, load_net, save_net
 
 __all__ = [
     "N_CLASSES",
@@ -37,7 +36,7 @@ class RestorerError(ValueError):
 
 
 @dataclass(frozen=True)
-class RestorerConfig:
+class RestorerConfig(NetConfig):
     # hashed feature rows: 64k x 64 = 4.2M weights, 8 MB as fp16 (the bundle stays < 60 MB);
     # a word is several hashes (core, raw form, prefix, suffix), so collisions rarely hurt
     buckets: int = 1 << 16
@@ -46,27 +45,13 @@ class RestorerConfig:
     head: int = 256  # hidden layer of each head
     max_lookahead: int = 2  # heads 0..max_lookahead
 
-    def __post_init__(self) -> None:
-        for name in ("buckets", "dim", "hidden", "head"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.max_lookahead < 0:
-            raise ValueError(f"max_lookahead must be >= 0, got {self.max_lookahead}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RestorerConfig:
-        return cls(**data)
+    SIZES = ("buckets", "dim", "hidden", "head")
 
 
-class RestorerNet(nn.Module):
+class RestorerNet(HashedWordNet):
     def __init__(self, cfg: RestorerConfig) -> None:
-        super().__init__()
+        super().__init__(buckets=cfg.buckets, dim=cfg.dim)
         self.cfg = cfg
-        self.embed = nn.EmbeddingBag(cfg.buckets, cfg.dim, mode="sum")
-        self.flags = nn.Linear(N_FLAGS, cfg.dim)
         self.rnn = nn.GRU(cfg.dim, cfg.hidden, batch_first=True)
         self.heads = nn.ModuleList(
             nn.Sequential(
@@ -74,12 +59,6 @@ class RestorerNet(nn.Module):
             )
             for _ in range(cfg.max_lookahead + 1)
         )
-
-    def embed_words(self, ids: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
-        """ids (B, T, N_IDS), flags (B, T, N_FLAGS) -> (B, T, dim)."""
-        b, t, _ = ids.shape
-        e = self.embed(ids.reshape(b * t, N_IDS)).reshape(b, t, -1)  # (B, T, dim)
-        return torch.tanh(e + self.flags(flags))  # (B, T, dim)
 
     def encode(
         self, x: torch.Tensor, state: torch.Tensor | None = None
@@ -104,47 +83,19 @@ class RestorerNet(nn.Module):
         ]
 
 
-_SCALE = ".row_scale"  # suffix of the per-row scales of a weight stored as int8
-
-
 def save_restorer(path: Path, net: RestorerNet, *, meta: dict[str, Any]) -> None:
     """Write atomically. The hashed embedding table (most of the weights) is stored as int8
     with one scale per row, the rest as float16: the file stays small enough to ship."""
-    state: dict[str, torch.Tensor] = {}
-    for k, v in net.state_dict().items():
-        if k == "embed.weight":
-            scale = v.abs().amax(dim=1).clamp(min=1e-8) / 127  # (buckets,)
-            state[k] = torch.round(v / scale[:, None]).to(torch.int8)  # (buckets, dim)
-            state[k + _SCALE] = scale.half()
-        else:
-            state[k] = v.half() if v.is_floating_point() else v
-    save_atomic(path, {"format": FORMAT, "config": net.cfg.to_dict(), "model": state, "meta": meta})
-
-
-def _dequantized(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    out = {}
-    for k, v in state.items():
-        if k.endswith(_SCALE):
-            continue
-        scale = state.get(k + _SCALE)
-        out[k] = v.float() * scale.float()[:, None] if scale is not None else v.float()
-    return out
+    save_net(path, net, fmt=FORMAT, config=net.cfg.to_dict(), meta=meta, int8=("embed.weight",))
 
 
 def load_restorer(path: Path) -> tuple[RestorerNet, dict[str, Any]]:
     """The network (float32, eval mode) and the metadata saved with it."""
-    data = load_checked(
+    return load_net(
         path,
         fmt=FORMAT,
-        keys=("config", "model"),
+        build=lambda config: RestorerNet(RestorerConfig.from_dict(config)),
         error=RestorerError,
-        what="restorer file",
         kind="restorer file",
         hint="train one with `simulmt train-restorer`",
     )
-    try:
-        net = RestorerNet(RestorerConfig.from_dict(dict(data["config"])))
-        net.load_state_dict(_dequantized(dict(data["model"])))
-    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as e:
-        raise RestorerError(f"restorer file {path} does not fit its config: {e}") from e
-    return net.eval(), dict(data.get("meta") or {})

@@ -15,7 +15,7 @@ import torch
 
 from simulmt.restore.labels import Case, Punct, restore_word
 from simulmt.restore.model import RestorerNet, load_restorer
-from simulmt.segment.features import words_features
+from simulmt.smallnet.features import words_features
 
 __all__ = ["Restorer"]
 

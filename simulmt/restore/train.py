@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from simulmt.fitting import fit_steps
 from simulmt.restore.labels import Case, Labelled, Punct, label_words
 from simulmt.restore.model import RestorerNet
-from simulmt.segment.features import words_features
+from simulmt.smallnet.features import words_features
+from simulmt.smallnet.fitting import fit_steps
 
 __all__ = ["FitConfig", "Restoration", "Sentences", "fit", "score"]
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import torch
 
-from simulmt.segment.features import words_features
 from simulmt.segment.views import SourceStyle, apply_style
+from simulmt.smallnet.features import words_features
 
 __all__ = ["Stream", "corpus_documents", "make_stream", "read_documents"]
 

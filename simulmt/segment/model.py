@@ -8,15 +8,14 @@ threshold of each head is tuned on dev data and stored with the weights.
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from simulmt.segment.features import N_FLAGS, N_IDS
-from simulmt.torchfile import load_checked, save_atomic
+from simulmt.smallnet.net import HashedWordNet, NetConfig, load_net, save_net
 
 __all__ = [
     "Encoder",
@@ -40,7 +39,7 @@ class Encoder(enum.Enum):
 
 
 @dataclass(frozen=True)
-class SegmenterConfig:
+class SegmenterConfig(NetConfig):
     encoder: Encoder = Encoder.GRU  # chosen by dev F1 and cost (README)
     buckets: int = 1 << 14  # hashed feature rows: 16k x 64 floats = 4 MB, 2 MB saved as fp16
     dim: int = 64  # word embedding size
@@ -48,33 +47,15 @@ class SegmenterConfig:
     window: int = 8  # words a WINDOW encoder sees (current one included)
     max_lookahead: int = 4  # heads 0..max_lookahead
 
-    def __post_init__(self) -> None:
-        for name in ("buckets", "dim", "hidden", "window"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.max_lookahead < 0:
-            raise ValueError(f"max_lookahead must be >= 0, got {self.max_lookahead}")
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["encoder"] = self.encoder.value
-        return d
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> SegmenterConfig:
-        data = dict(data)
-        data["encoder"] = Encoder(data.get("encoder", Encoder.GRU.value))
-        return cls(**data)
+    SIZES = ("buckets", "dim", "hidden", "window")
 
 
-class SegmenterNet(nn.Module):
+class SegmenterNet(HashedWordNet):
     thresholds: torch.Tensor  # (max_lookahead+1,) buffer
 
     def __init__(self, cfg: SegmenterConfig) -> None:
-        super().__init__()
+        super().__init__(buckets=cfg.buckets, dim=cfg.dim)
         self.cfg = cfg
-        self.embed = nn.EmbeddingBag(cfg.buckets, cfg.dim, mode="sum")
-        self.flags = nn.Linear(N_FLAGS, cfg.dim)
         if cfg.encoder is Encoder.GRU:
             self.rnn: nn.GRU | None = nn.GRU(cfg.dim, cfg.hidden, batch_first=True)
             self.conv: nn.Conv1d | None = None
@@ -84,12 +65,6 @@ class SegmenterNet(nn.Module):
         self.heads = nn.Linear(cfg.hidden, cfg.max_lookahead + 1)
         # per-head decision thresholds on P(boundary), tuned on dev data by training
         self.register_buffer("thresholds", torch.full((cfg.max_lookahead + 1,), 0.5))
-
-    def embed_words(self, ids: torch.Tensor, flags: torch.Tensor) -> torch.Tensor:
-        """ids (B, T, N_IDS), flags (B, T, N_FLAGS) -> (B, T, dim)."""
-        b, t, _ = ids.shape
-        e = self.embed(ids.reshape(b * t, N_IDS)).reshape(b, t, -1)  # (B, T, dim)
-        return torch.tanh(e + self.flags(flags))  # (B, T, dim)
 
     def forward(
         self, ids: torch.Tensor, flags: torch.Tensor, state: torch.Tensor | None = None
@@ -113,21 +88,16 @@ class SegmenterNet(nn.Module):
 
 def save_segmenter(path: Path, net: SegmenterNet, *, meta: dict[str, Any]) -> None:
     """Write atomically; weights as float16 (the file stays small), thresholds exact."""
-    state = {
-        k: v.half() if v.is_floating_point() and k != "thresholds" else v
-        for k, v in net.state_dict().items()
-    }
-    save_atomic(path, {"format": FORMAT, "config": net.cfg.to_dict(), "model": state, "meta": meta})
+    save_net(path, net, fmt=FORMAT, config=net.cfg.to_dict(), meta=meta, exact=("thresholds",))
 
 
 def load_segmenter(path: Path) -> tuple[SegmenterNet, dict[str, Any]]:
     """The network (float32, eval mode) and the metadata saved with it."""
-    data = load_checked(path, fmt=FORMAT, keys=("config", "model"), error=SegmenterError,
-                        what="segmenter file", kind="segmenter file",
-                        hint="train one with `simulmt train-segmenter`")
-    try:
-        net = SegmenterNet(SegmenterConfig.from_dict(dict(data["config"])))
-        net.load_state_dict({k: v.float() for k, v in data["model"].items()})
-    except (KeyError, TypeError, ValueError, RuntimeError) as e:
-        raise SegmenterError(f"segmenter file {path} does not fit its config: {e}") from e
-    return net.eval(), dict(data.get("meta") or {})
+    return load_net(
+        path,
+        fmt=FORMAT,
+        build=lambda config: SegmenterNet(SegmenterConfig.from_dict(config)),
+        error=SegmenterError,
+        kind="segmenter file",
+        hint="train one with `simulmt train-segmenter`",
+    )

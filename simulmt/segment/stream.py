@@ -14,8 +14,8 @@ from pathlib import Path
 
 import torch
 
-from simulmt.segment.features import words_features
 from simulmt.segment.model import SegmenterNet, load_segmenter
+from simulmt.smallnet.features import words_features
 
 __all__ = ["Decision", "Segmenter", "cut_point"]
 

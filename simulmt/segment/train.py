@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from simulmt.fitting import fit_steps
 from simulmt.segment.data import Stream
 from simulmt.segment.model import SegmenterNet
 from simulmt.segment.views import SourceStyle
+from simulmt.smallnet.fitting import fit_steps
 
 __all__ = ["BoundaryScore", "FitConfig", "boundary_probs", "fit", "score", "tune_thresholds"]
 

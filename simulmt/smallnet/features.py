@@ -1,4 +1,5 @@
-"""Word features of the segmenter: hashed lexical ids and a few surface flags.
+"""Word features of the small networks (segmenter, restorer): hashed lexical ids and a few
+surface flags.
 
 Hashing (crc32, stable across processes, unlike `hash`) keeps the model small and open-
 vocabulary: a word is its lowercased core, its 3-letter prefix and suffix, its raw form and its
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 
 import torch
 
-from simulmt.segment.views import strip_punctuation
+from simulmt.data.asr import strip_punctuation
 from simulmt.words import SENTENCE_END
 
 __all__ = ["N_FLAGS", "N_IDS", "word_features", "words_features"]
