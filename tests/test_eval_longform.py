@@ -13,6 +13,7 @@ from simulmt.eval.corpus import EmptyHypothesis, LatencyConfig, SentenceStats
 from simulmt.eval.documents import Document, read_documents
 from simulmt.eval.latency import length_adaptive_average_lagging
 from simulmt.eval.longform import evaluate_long_form, score_documents
+from simulmt.eval.options import RunConfig
 from simulmt.eval.resegment import resegment
 from simulmt.eval.stream_latency import emission_times, stream_laal
 
@@ -228,7 +229,9 @@ def engine() -> Engine:
 
 def test_evaluate_long_form_streams_each_document_as_one_sequence(engine: Engine) -> None:
     doc = Document("d", (("a", "b", "c."), ("d", "e", "f", "g.")), ("the", "the the"))
-    result, (rec,) = evaluate_long_form(engine, "wait-k:k=2", [doc])
+    result, (rec,) = evaluate_long_form(
+        engine, "wait-k:k=2", [doc], run_config=RunConfig(loop_guard=0)  # "the" again and again
+    )
     # the session splits at "." here; in each sentence word-level wait-2 writes word i once
     # i + 1 source words are read; the delays count words of the whole document
     assert rec.stats.prediction == "the the the"

@@ -78,13 +78,16 @@ def files(tmp_path_factory: pytest.TempPathFactory, engine: Engine) -> Path:
 
 
 SERIAL = RunConfig(batch_size=1)
+# the scripted model writes "the" again and again: the loop guard (on by default) would ban
+# its third copy, so the delay tests that count the "the"s run without it
+UNGUARDED = RunConfig(batch_size=1, loop_guard=0)
 
 
 @pytest.mark.parametrize("k", [1, 2, 3])
 def test_wait_k_delays(engine: Engine, k: int) -> None:
     """Word t is written and committed after k+t-1 reads (its look-ahead, the next word's
     start, costs no READ); at the last word the source ends and EOS wins: n-k words."""
-    sim = simulate(engine, f"wait-k:k={k}", SOURCES[:1], REFERENCES[:1], config=SERIAL)
+    sim = simulate(engine, f"wait-k:k={k}", SOURCES[:1], REFERENCES[:1], config=UNGUARDED)
     (s,) = sim.stats
     n = s.source_length
     assert s.source == SOURCES[0] and n == 6
@@ -99,7 +102,7 @@ def test_wait_k_delays(engine: Engine, k: int) -> None:
 def test_token_unit_delays(engine: Engine, k: int) -> None:
     """`unit=token` (earlier releases): a one-token word is shown when the next token is
     written, one READ later: word t after k+t reads."""
-    config = RunConfig(batch_size=1, unit=WriteUnit.TOKEN)
+    config = RunConfig(batch_size=1, unit=WriteUnit.TOKEN, loop_guard=0)
     sim = simulate(engine, f"wait-k:k={k}", SOURCES[:1], REFERENCES[:1], config=config)
     (s,) = sim.stats
     assert s.delays == tuple(range(k + 1, s.source_length + 1))
@@ -298,7 +301,7 @@ def test_search_options_reach_the_sessions(monkeypatch: pytest.MonkeyPatch) -> N
                        batch_size=2)  # fmt: skip
     simulate(Engine.tiny(seed=0), "full", LINES[:2], ["x", "y"], config=config)
     assert seen and all(
-        (o.beam, o.scoring, o.alpha, o.beta, o.lookahead) == (3, Scoring.LENGTH_NORM, 1.4, 0.3, 2)
+        (o.beam, o.scoring, o.alpha, o.beta, o.speculate) == (3, Scoring.LENGTH_NORM, 1.4, 0.3, 2)
         for o in seen
     )
 
@@ -469,7 +472,10 @@ def test_eval_cli_input_options(files: Path) -> None:
     assert proc.returncode == 0 and "no restorer.pt" in proc.stderr, proc.stderr
     # the earlier spellings, one release more: the same run, with a warning
     old = _simulmt(*common, "--source-style", "asr", "--input", "auto")
-    assert old.returncode == 0 and old.stdout == proc.stdout, old.stderr
+    assert old.returncode == 0, old.stderr
+    keys = ("bleu", "chrf", "al", "laal", "yaal", "dal", "ap", "loops", "splits", "sentences")
+    scores = [{k: json.loads(p.stdout)[k] for k in keys} for p in (old, proc)]
+    assert scores[0] == scores[1]  # (computation-aware latency is wall time: it varies)
     assert "--source-style is deprecated" in old.stderr and "--input is deprecated" in old.stderr
     proc = _simulmt(*common, "--input-kind", "recognizer", "--restore-lookahead", "-1")
     assert proc.returncode == 2 and "restore_lookahead must be >= 0" in proc.stderr

@@ -161,9 +161,9 @@ def test_serve_takes_the_option() -> None:
         cli.config_from_args(parser.parse_args(["--loop-guard", "-1"]))
 
 
-def test_eval_and_translate_guard_by_default_the_library_does_not() -> None:
+def test_every_command_and_the_library_guard_by_default() -> None:
     """Word-level wait-k loops in 5-12% of newstest2015 outputs unguarded: every command line
-    guards unless told `--loop-guard 0`; RunConfig/SearchOptions keep the model's own ranking."""
+    and the library guard unless told `--loop-guard 0` / `loop_guard=0` (one default)."""
     import argparse
 
     from simulmt.eval import cli as eval_cli
@@ -180,4 +180,5 @@ def test_eval_and_translate_guard_by_default_the_library_does_not() -> None:
     parser = argparse.ArgumentParser()
     eval_cli.add_arguments(parser)
     assert eval_cli.run_config_from_args(parser.parse_args(files)).loop_guard == 8
-    assert RunConfig().loop_guard == 0 and SearchOptions().loop_guard == 0
+    assert RunConfig().loop_guard == SearchOptions().loop_guard == 8
+    assert RunConfig(loop_guard=0).search_options().loop_guard == 0

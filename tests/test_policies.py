@@ -181,7 +181,7 @@ def test_describe_and_info() -> None:
     assert text.startswith("wait-k — Read k words")
     assert "k: int (default 3)" in text and "commit mode: simultaneous" in text
     assert "(no arguments)" in describe("full")
-    assert "signals: distribution, lookahead" in describe("wait-if-worse")
+    assert "signals: distribution, peek" in describe("wait-if-worse")
     assert "signals: decoder_state, distribution (+ attention with a checkpoint trained on " \
         "attention features)" in describe("learned")  # the instance adds it
     data = info("schedule")

@@ -35,6 +35,7 @@ def test_the_cli_tunes_the_allocator_per_command(
     import importlib
 
     from simulmt import cli
+    from simulmt.cli import commands as cli_main
 
     calls: list[dict[str, int]] = []
 
@@ -42,9 +43,9 @@ def test_the_cli_tunes_the_allocator_per_command(
         calls.append(kw)
         return True
 
-    monkeypatch.setattr(cli, "tune_allocator", record)
+    monkeypatch.setattr(cli_main, "tune_allocator", record)
     monkeypatch.setattr("simulmt.runtime.tune_allocator", record)
-    module = importlib.import_module(cli.COMMANDS[argv[0]])
+    module = importlib.import_module(cli_main.COMMANDS[argv[0]])
     monkeypatch.setattr(module, "run", lambda args: 0)
     assert cli.main(argv) == 0
     assert calls == expected

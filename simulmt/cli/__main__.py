@@ -2,6 +2,6 @@
 
 import sys
 
-from simulmt.cli.main import main
+from simulmt.cli.commands import main
 
 sys.exit(main())
