@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from simulmt.data.vocab import BOS_ID, EOS_ID, NEVER
 from simulmt.model.config import ModelConfig
 from simulmt.model.layers import stack_kv
 from simulmt.model.pool import KVPool, PoolShape
@@ -26,7 +27,6 @@ from simulmt.model.state import SourceState
 from simulmt.model.transformer import SimulTransformer
 from simulmt.search.state import BeamState
 from simulmt.search.step import StepRequest, run_step
-from simulmt.vocab import BOS_ID, EOS_ID, NEVER
 
 K = 3
 

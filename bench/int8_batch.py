@@ -20,10 +20,10 @@ import sacrebleu
 import torch
 from torch import nn
 
+from simulmt.data.vocab import BOS_ID
 from simulmt.engine import Engine
+from simulmt.input.words import word_ends
 from simulmt.search.offline import greedy_decode, pad_batch
-from simulmt.vocab import BOS_ID
-from simulmt.words import word_ends
 
 NEWS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpora" / "newstest"
 

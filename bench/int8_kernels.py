@@ -25,7 +25,7 @@ from torch import nn
 
 from simulmt.engine import Engine, for_inference
 from simulmt.model.int8 import FbgemmInt8Linear, Int8Linear
-from simulmt.precision import native_precisions, time_turns
+from simulmt.model.precision import native_precisions, time_turns
 
 # (in, out) of the bundled model's linear layers: attention (384x384), FFN up and down, the
 # vocabulary projection

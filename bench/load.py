@@ -34,7 +34,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from simulmt.server.stream import StartOptions, StreamLog, paced, run_stream
+from simulmt.client.stream import StartOptions, StreamLog, paced, run_stream
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import describe  # noqa: E402  (bench/ is not a package)

@@ -24,8 +24,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from simulmt.server.stream import StartOptions, paced, run_stream
-
+from simulmt.client.stream import StartOptions, paced, run_stream
 from simulmt.data.asr import recognizer_word
 from simulmt.segment.views import recognizer_view
 

@@ -35,9 +35,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from load import added_delays, load_sentences  # noqa: E402  (bench/ is not a package)
 from machine import facts  # noqa: E402
-from simulmt.server.stream import StartOptions, StreamClient  # noqa: E402
 from soak_deploy import Deployment  # noqa: E402
 from soak_hostile import KINDS, hostile  # noqa: E402
+
+from simulmt.client.stream import StartOptions, StreamClient  # noqa: E402
 
 FAULTS = ("drop", "stall", "burst", "malformed", "unknown_type", "oversize", "idle", "surrogates")
 

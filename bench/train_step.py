@@ -32,7 +32,7 @@ from torch import nn
 
 import simulmt.train.loop as loop
 from simulmt.model.layers import Dropout
-from simulmt.runtime import tune_allocator, tune_allocator_for_training
+from simulmt.model.runtime import tune_allocator, tune_allocator_for_training
 from simulmt.train.batches import Batch
 from simulmt.train.config import TrainConfig
 

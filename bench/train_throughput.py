@@ -23,12 +23,12 @@ from pathlib import Path
 
 import torch
 
+from simulmt.data.vocab import PAD_ID
 from simulmt.model.config import ModelConfig
-from simulmt.runtime import tune_allocator_for_training
+from simulmt.model.runtime import tune_allocator_for_training
 from simulmt.train.batches import Batch
 from simulmt.train.config import TrainConfig
 from simulmt.train.flops import H100_BF16_TFLOPS, step_flops
-from simulmt.vocab import PAD_ID
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import cpu_model  # noqa: E402  (bench/ is not a package)

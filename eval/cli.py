@@ -32,8 +32,8 @@ from simulmt.cli.options import (
     search_settings,
     session_settings,
 )
-from simulmt.devices import use_device
-from simulmt.inputs import InputKind
+from simulmt.input.kinds import InputKind
+from simulmt.model.devices import use_device
 from simulmt.segment.views import recognizer_view
 
 if TYPE_CHECKING:

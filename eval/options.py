@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulmt.defaults import SEGMENT_LOOKAHEAD
-from simulmt.inputs import InputKind
+from simulmt.input.kinds import InputKind
+from simulmt.input.sentences import Segmentation
 from simulmt.search.options import PrematureStops, Scoring, SearchOptions, WriteUnit
-from simulmt.sentences import Segmentation
 
 __all__ = ["RunConfig"]
 

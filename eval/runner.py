@@ -30,8 +30,10 @@ from simulmt.policies.base import CommitMode, Policy
 from simulmt.policies.registry import load_policy
 
 from simulmt.engine import Engine
-from simulmt.inputs import InputKind
-from simulmt.sentences import Segmentation
+from simulmt.input.kinds import InputKind
+from simulmt.input.sentences import Segmentation
+from simulmt.input.stages import make_detector, make_restorer
+from simulmt.output.updates import Update
 from simulmt.session import (
     InputError,
     Session,
@@ -40,8 +42,6 @@ from simulmt.session import (
     check_words,
     max_source_tokens,
 )
-from simulmt.stages import make_detector, make_restorer
-from simulmt.updates import Update
 
 __all__ = ["RunConfig", "Simulation", "open_session", "simulate"]
 
@@ -93,7 +93,7 @@ class _Track:
             self.compute_now = 0.0
 
     def stats(self, fillers: int) -> SentenceStats:
-        """`fillers`: source words the line's session left out (`simulmt.fillers`)."""
+        """`fillers`: source words the line's session left out (`simulmt.input.fillers`)."""
         if self.read_base + fillers != len(self.words):
             raise RuntimeError(
                 f"line {self.index}: sessions finished {self.read_base} of "

@@ -2,11 +2,11 @@
 
 A simultaneous model that judges a short source prefix a complete sentence writes a stop and
 starts again ("I saw a long letter yesterday. I wrote a long letter to my sister."). The share
-of outputs with a sentence end followed by more words (`simulmt.sentence_ends`), counted over
+of outputs with a sentence end followed by more words (`simulmt.output.sentence_ends`), counted over
 the lines whose source has none inside it, measures how often that happens (and what the
 engine's premature-stop rule, simulmt.search.stops, leaves of it). A source line counts as one
 sentence only if neither the detector nor the engine's punctuation segmentation (which also
-ends sentences at "…" and after "Dr.": `simulmt.words.ends_sentence`) finds an end inside it:
+ends sentences at "…" and after "Dr.": `simulmt.input.words.ends_sentence`) finds an end inside it:
 where the engine cut the line, a second target sentence is no premature stop.
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from simulmt.sentence_ends import inner_sentence_end
-from simulmt.words import ends_sentence
+from simulmt.input.words import ends_sentence
+from simulmt.output.sentence_ends import inner_sentence_end
 
 __all__ = ["one_sentence", "split_rate"]
 

@@ -31,7 +31,7 @@ import torch
 from simulmt.policies.base import PolicyError
 from torch import nn
 
-from simulmt.torchfile import load_checked, save_atomic
+from simulmt.model.torchfile import load_checked, save_atomic
 
 FORMAT = "simulmt-policy-v1"
 N_SCALARS = 6  # entropy, top prob, log1p(read), log1p(written), lag, source finished

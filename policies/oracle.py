@@ -47,12 +47,12 @@ import torch
 from simulmt.policies.learned_net import N_ATTENTION, N_SCALARS, policy_features
 
 from simulmt.data.tokenizer import Tokenizer
+from simulmt.data.vocab import BOS_ID, EOS_ID
+from simulmt.input.words import word_ends
 from simulmt.model.transformer import SimulTransformer
 from simulmt.search.offline import greedy_decode, pad_batch
 from simulmt.search.options import WriteUnit
 from simulmt.search.signals import per_word_attention
-from simulmt.vocab import BOS_ID, EOS_ID
-from simulmt.words import word_ends
 
 
 class OracleRule(enum.Enum):
@@ -83,7 +83,7 @@ class OracleConfig:
 class OraclePair:
     src: tuple[int, ...]  # source token ids
     tgt: tuple[int, ...]  # reference token ids (no BOS/EOS)
-    ends: tuple[int, ...]  # source tokens after each word (simulmt.words.word_ends)
+    ends: tuple[int, ...]  # source tokens after each word (simulmt.input.words.word_ends)
     # index of each reference word's first token (word writes); () = every token is a word
     tgt_starts: tuple[int, ...] = ()
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from simulmt.eval.instances import read_predictions
 
-from simulmt.numbers import NumberNotation
+from simulmt.output.numbers import NumberNotation
 
 NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 

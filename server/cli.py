@@ -25,9 +25,9 @@ from simulmt.server.liveness import EXIT_WORKER_FAILED
 from simulmt.server.supervise import supervise
 
 from simulmt.cli.options import add_device_argument, add_dtype_argument, add_guard_arguments
-from simulmt.devices import resolve_device
 from simulmt.engine import Engine
-from simulmt.runtime import CLI_DTYPE
+from simulmt.model.devices import resolve_device
+from simulmt.model.runtime import CLI_DTYPE
 from simulmt.search.options import PrematureStops, SearchOptions
 
 logger = logging.getLogger(__name__)

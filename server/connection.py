@@ -40,8 +40,8 @@ from websockets.frames import CloseCode
 
 from simulmt.defaults import SEGMENT_LOOKAHEAD
 from simulmt.engine import Engine
+from simulmt.input.sentences import Segmentation
 from simulmt.search.options import PrematureStops, SearchOptions
-from simulmt.sentences import Segmentation
 from simulmt.session import Session, SessionLimits
 
 logger = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ from typing import Protocol
 
 from simulmt.server.protocol import ErrorCode, Start
 
-from simulmt.updates import Update
+from simulmt.output.updates import Update
 
 
 class SessionEvents(Protocol):

@@ -24,8 +24,8 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 from simulmt.server.protocol import ErrorCode, Start
 
-from simulmt.fillers import is_filler
-from simulmt.updates import Update
+from simulmt.input.fillers import is_filler
+from simulmt.output.updates import Update
 
 # the classic text format every Prometheus reads (our names need none of 1.0.0's escaping)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

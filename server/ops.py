@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from simulmt.server.protocol import ProtocolError
 
-from simulmt.updates import Update
+from simulmt.output.updates import Update
 
 
 class OpKind(enum.Enum):

@@ -16,8 +16,8 @@ from typing import Any
 from simulmt.server.config import PROTOCOL, PROTOCOLS, Limits
 from simulmt.server.errors import ErrorCode, ProtocolError
 
-from simulmt.inputs import InputKind
-from simulmt.sentences import Segmentation
+from simulmt.input.kinds import InputKind
+from simulmt.input.sentences import Segmentation
 
 JsonDict = dict[str, Any]
 # earlier names of `start` fields: accepted until the next release, with a note in `session`

@@ -10,7 +10,7 @@ from simulmt.server.errors import ErrorCode
 from simulmt.server.protocol import JsonDict
 from simulmt.server.textcheck import scrub
 
-from simulmt.updates import Update
+from simulmt.output.updates import Update
 
 
 def session_message(

@@ -20,10 +20,10 @@ import torch
 from simulmt.server.ops import Delivery, Marker, Op, OpKind
 from simulmt.server.protocol import ErrorCode, ProtocolError
 
-from simulmt.devices import use_device
 from simulmt.engine import Engine
+from simulmt.model.devices import use_device
+from simulmt.output.updates import Update
 from simulmt.session import InputError, Session, advance, check_words
-from simulmt.updates import Update
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

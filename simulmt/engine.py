@@ -13,16 +13,16 @@ from pathlib import Path
 import torch
 
 from simulmt.data.tokenizer import Tokenizer
-from simulmt.devices import DeviceError, resolve_device
 from simulmt.model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
+from simulmt.model.devices import DeviceError, resolve_device
 from simulmt.model.int8 import FbgemmInt8Linear, Int8Linear, quantize_linears
 from simulmt.model.layers import append_kv, pack_kv, stack_kv, unstack_kv
 from simulmt.model.pool import KVPool, PoolShape
+from simulmt.model.precision import choose_precision
+from simulmt.model.runtime import AUTO_DTYPE, DTYPE_NAMES
 from simulmt.model.state import SourceState
 from simulmt.model.transformer import SimulTransformer
-from simulmt.precision import choose_precision
 from simulmt.restore.model import RestorerNet, load_restorer
-from simulmt.runtime import AUTO_DTYPE, DTYPE_NAMES
 from simulmt.search.offline import pad_batch
 from simulmt.search.step import StepRequest, StepResult, run_step
 from simulmt.segment.model import SegmenterNet, load_segmenter
@@ -96,7 +96,7 @@ class Engine:
         """Load a model folder (model.pt + spm.model); None loads the bundled default.
 
         `dtype` "auto" times one batched turn in each precision this CPU runs natively and
-        keeps the fastest, never one slower than float32 (`simulmt.precision`; the command
+        keeps the fastest, never one slower than float32 (`simulmt.model.precision`; the command
         lines' default). The library's default stays float32: its outputs do not depend on
         the machine or on a timing.
 
@@ -159,7 +159,7 @@ class Engine:
 
     def to(self, device: torch.device) -> Engine:
         """This engine with its networks on `device` (the thread that runs its model work
-        makes it the default device: `simulmt.devices.use_device`)."""
+        makes it the default device: `simulmt.model.devices.use_device`)."""
         self.model.to(device)
         for net in (self.segmenter, self.restorer):
             if net is not None:

@@ -24,12 +24,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from simulmt.defaults import DEFAULT_POLICY, SEGMENT_LOOKAHEAD
-from simulmt.display import Display
 from simulmt.engine import Engine
-from simulmt.fillers import filler_ends_sentence, is_filler
-from simulmt.inputs import InputKind
-from simulmt.notes import Notes
-from simulmt.numbers import NumberNotation
+from simulmt.input.fillers import filler_ends_sentence, is_filler
+from simulmt.input.kinds import InputKind
+from simulmt.input.sentences import BoundaryDetector, Segmentation, Sentence, SentenceCutter
+from simulmt.input.stages import make_detector, make_restorer
+from simulmt.output.display import Display
+from simulmt.output.notes import Notes
+from simulmt.output.numbers import NumberNotation
+from simulmt.output.updates import Update
 from simulmt.policies.base import Policy
 from simulmt.policies.registry import load_policy
 from simulmt.restore.stream import Restorer
@@ -37,9 +40,6 @@ from simulmt.search.online import OnlineSearch, SourceView
 from simulmt.search.options import SearchOptions
 from simulmt.search.state import StreamState
 from simulmt.search.step import StepRequest, StepResult
-from simulmt.sentences import BoundaryDetector, Segmentation, Sentence, SentenceCutter
-from simulmt.stages import make_detector, make_restorer
-from simulmt.updates import Update
 
 log = logging.getLogger(__name__)
 
@@ -119,17 +119,17 @@ class Session:
         """`tentative=False`: updates carry committed words only (no tentative tail is
         detokenized), for consumers that never show it (evaluation, subtitle files).
 
-        `drop_fillers`: hesitation sounds ("äh", "ähm", "hm"; `simulmt.fillers`) never reach
+        `drop_fillers`: hesitation sounds ("äh", "ähm", "hm"; `simulmt.input.fillers`) never reach
         the model (a filler that ends a sentence, "äh.", still ends it in `punctuation` mode).
 
         `localise_numbers`: a number the model copies in the source's notation is written in
-        the target's ("2.100" -> "2,100" for de→en; `simulmt.numbers`); False: as the model
+        the target's ("2.100" -> "2,100" for de→en; `simulmt.output.numbers`); False: as the model
         wrote it.
 
         `beam` is a shorthand for `options=SearchOptions(beam=…)`; give one or the other
         (ValueError for both: the beam of `options` would silently win).
 
-        `segmentation` says what ends a sentence (see `simulmt.sentences`); `auto` uses
+        `segmentation` says what ends a sentence (see `simulmt.input.sentences`); `auto` uses
         `detector`, or else the engine's boundary network read with `segment_lookahead` words
         (ValueError if the engine has none). `lookahead` is its earlier name (deprecated).
 

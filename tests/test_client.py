@@ -15,17 +15,17 @@ from pathlib import Path
 import pytest
 import srt
 import webvtt
-from simulmt.server import client
 from simulmt.server.app import CaptionServer
 from simulmt.server.config import Limits, ServerConfig
 from simulmt.server.protocol import Start, parse_client_message
-from simulmt.server.stream import Recorder, StreamLog, start_message
 
+from simulmt.cli.liveview import DIM, RESET, LiveView, render_live
+from simulmt.client import cli as client
+from simulmt.client.stream import Recorder, StreamLog, start_message
 from simulmt.engine import Engine
-from simulmt.inputs import InputKind
-from simulmt.liveview import DIM, RESET, LiveView, render_live
-from simulmt.sentences import Segmentation
-from simulmt.updates import Update
+from simulmt.input.kinds import InputKind
+from simulmt.input.sentences import Segmentation
+from simulmt.output.updates import Update
 
 
 @pytest.mark.parametrize(
@@ -60,9 +60,8 @@ def test_live_view_prints_finals_when_not_a_terminal() -> None:
 def test_translate_and_client_share_one_live_view() -> None:
     """`simulmt translate` (session updates) and `simulmt client` (protocol messages) draw a
     stream the same way, with the same class."""
-    from simulmt.server import client
-
-    from simulmt import translate
+    from simulmt.cli import translate
+    from simulmt.client import cli as client
 
     assert translate.LiveView is client.LiveView is LiveView
     updates = [

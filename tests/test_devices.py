@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from simulmt.cli import main
-from simulmt.devices import DeviceError, resolve_device
 from simulmt.engine import Engine
 from simulmt.model.checkpoint import save_checkpoint
+from simulmt.model.devices import DeviceError, resolve_device
 from simulmt.train.tiny import tiny_pairs as _tiny_pairs
 
 

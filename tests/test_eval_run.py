@@ -393,7 +393,7 @@ def _never_ending_detector(engine: Engine) -> None:
 def test_segmentation_reaches_the_sessions() -> None:
     """RunConfig.segmentation decides where a line's sentences end, and auto's lookahead
     shows in the delays (a word waits for the decision on the word before it)."""
-    from simulmt.sentences import Segmentation
+    from simulmt.input.sentences import Segmentation
 
     engine = scripted_engine()
     line = SOURCES[2:]  # "a b . c d e"
@@ -437,9 +437,9 @@ def test_recognizer_input_reaches_the_sessions_and_its_lookahead_shows_in_the_de
 ) -> None:
     """RunConfig.input_kind recognizer restores each word once `restore_lookahead` more have
     arrived, so every write comes that many words later (capped by the line's end)."""
-    from simulmt.inputs import InputKind
+    from simulmt.input.kinds import InputKind
+    from simulmt.input.sentences import Segmentation
     from simulmt.restore import RestorerConfig, RestorerNet
-    from simulmt.sentences import Segmentation
 
     engine = scripted_engine()
     line = SOURCES[2:]  # "a b . c d e"

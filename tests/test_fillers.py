@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simulmt.engine import Engine
-from simulmt.fillers import filler_ends_sentence, is_filler
+from simulmt.input.fillers import filler_ends_sentence, is_filler
+from simulmt.output.updates import Update
 from simulmt.session import Session
-from simulmt.updates import Update
 
 ENGINE = Engine.tiny(0)
 
@@ -116,8 +116,7 @@ def test_evaluation_counts_fillers_as_input_words(tmp_path: Path) -> None:
 
 
 async def test_the_server_drops_fillers_unless_the_client_keeps_them() -> None:
-    from simulmt.server.stream import StartOptions, paced, run_stream
-
+    from simulmt.client.stream import StartOptions, paced, run_stream
     from tests.test_server import engine, running, ws_url
 
     words = "Ich habe äh heute ein Buch gelesen . Hm , wo ist der Bahnhof ?".split()

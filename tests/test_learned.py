@@ -31,6 +31,7 @@ from simulmt.policies.oracle import (
     within_top,
 )
 
+from simulmt.data.vocab import BOS_ID, EOS_ID
 from simulmt.engine import Engine
 from simulmt.model.layers import KV, unstack_kv
 from simulmt.model.transformer import SimulTransformer, StepOutput
@@ -38,7 +39,6 @@ from simulmt.search.options import SearchOptions, WriteUnit
 from simulmt.search.signals import word_attention
 from simulmt.session import Session
 from simulmt.train.tiny import tiny_pairs as _tiny_pairs
-from simulmt.vocab import BOS_ID, EOS_ID
 
 torch.set_num_threads(1)
 R, W = Action.READ, Action.WRITE

@@ -124,8 +124,8 @@ def test_an_untrained_model_loops_without_the_guard_and_not_with_it(beam: int) -
 
 async def test_the_server_guards_every_session_when_asked() -> None:
     from simulmt.server.config import Limits, ServerConfig
-    from simulmt.server.stream import StartOptions, paced, run_stream
 
+    from simulmt.client.stream import StartOptions, paced, run_stream
     from tests.test_server import running, ws_url
 
     def untrained() -> Engine:
@@ -153,7 +153,7 @@ def test_serve_takes_the_option() -> None:
     cli.add_arguments(parser)
     assert cli.config_from_args(parser.parse_args(["--loop-guard", "4"])).loop_guard == 4
     # `simulmt serve` guards by default (live captions) and picks its precision by timing
-    # (`--dtype auto`, simulmt.precision); the library does neither
+    # (`--dtype auto`, simulmt.model.precision); the library does neither
     defaults = parser.parse_args([])
     assert cli.config_from_args(defaults).loop_guard == 8 and defaults.dtype == "auto"
     assert cli.config_from_args(parser.parse_args(["--loop-guard", "0"])).loop_guard == 0
@@ -169,7 +169,7 @@ def test_every_command_and_the_library_guard_by_default() -> None:
     from simulmt.eval import cli as eval_cli
     from simulmt.eval.options import RunConfig
 
-    from simulmt import translate
+    from simulmt.cli import translate
 
     files = ["--source", "x.de", "--reference", "x.en"]
     for module, required in ((eval_cli, files), (translate, ["--policy", "wait-k:k=3"])):

@@ -1,4 +1,4 @@
-"""Numbers copied in the source's notation are written in the target's (simulmt.numbers)."""
+"""Numbers copied in the source's notation are written in the target's (simulmt.output.numbers)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 from simulmt.eval import cli as eval_cli
 
-from simulmt import translate
+from simulmt.cli import translate
 from simulmt.data.tokenizer import Tokenizer
-from simulmt.display import Display
 from simulmt.engine import Engine, default_model_dir
-from simulmt.numbers import NumberNotation
+from simulmt.input.sentences import Sentence
+from simulmt.output.display import Display
+from simulmt.output.numbers import NumberNotation
 from simulmt.search.state import StreamState
-from simulmt.sentences import Sentence
 from simulmt.session import Session
 
 

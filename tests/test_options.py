@@ -15,15 +15,15 @@ import pytest
 from simulmt.eval import cli as eval_cli
 from simulmt.eval.options import RunConfig
 from simulmt.server import cli as serve_cli
-from simulmt.server import client as client_cli
 from simulmt.server.config import PROTOCOL, Limits, ServerConfig
 from simulmt.server.machine import Build, SessionMachine
 from simulmt.server.protocol import ErrorCode, ProtocolError, parse_client_message
 
-from simulmt import translate as translate_cli
+from simulmt.cli import translate as translate_cli
+from simulmt.client import cli as client_cli
 from simulmt.defaults import DEFAULT_POLICY, SEGMENT_LOOKAHEAD
 from simulmt.engine import Engine
-from simulmt.inputs import InputKind
+from simulmt.input.kinds import InputKind
 from simulmt.search.options import SearchOptions
 from simulmt.session import Session, SessionLimits
 

@@ -1,4 +1,4 @@
-"""`--dtype auto`: the precision is measured at load (simulmt.precision), never assumed.
+"""`--dtype auto`: the precision is measured at load (simulmt.model.precision), never assumed.
 
 The selection logic is tested with injected timings; the real timing only for what does not
 depend on its outcome (it returns a native precision and logs the times)."""
@@ -15,12 +15,12 @@ from collections.abc import Mapping
 import pytest
 from simulmt.server.app import CaptionServer
 from simulmt.server.config import ServerConfig
-from simulmt.server.stream import StartOptions, paced, run_stream
 
+from simulmt.client.stream import StartOptions, paced, run_stream
 from simulmt.engine import Engine, for_inference, precision_of
+from simulmt.model.precision import choose_precision, native_precisions, pick_fastest
+from simulmt.model.runtime import CLI_DTYPE, DTYPE_NAMES
 from simulmt.model.transformer import SimulTransformer
-from simulmt.precision import choose_precision, native_precisions, pick_fastest
-from simulmt.runtime import CLI_DTYPE, DTYPE_NAMES
 
 
 def test_the_fastest_wins_only_when_clearly_faster_than_float32() -> None:
@@ -50,7 +50,7 @@ def test_auto_builds_and_times_every_candidate_and_keeps_the_fastest(
     model = tiny.model
     seen: list[list[str]] = []
     timer = _timer({"float32": 20.0, "int8": 8.0, "bfloat16": 30.0}, seen)
-    with caplog.at_level(logging.INFO, logger="simulmt.precision"):
+    with caplog.at_level(logging.INFO, logger="simulmt.model.precision"):
         chosen, choice = choose_precision(
             model, "auto", convert=for_inference, timer=timer,
             candidates=("float32", "bfloat16", "int8"),
@@ -74,13 +74,13 @@ def test_an_explicit_dtype_is_obeyed_and_warned_about_when_slower(
     model = Engine.tiny(0).model
     seen: list[list[str]] = []
     timer = _timer({"float32": 5.0, "int8": 9.0}, seen)
-    with caplog.at_level(logging.INFO, logger="simulmt.precision"):
+    with caplog.at_level(logging.INFO, logger="simulmt.model.precision"):
         _, choice = choose_precision(model, "int8", convert=for_inference, timer=timer)
     assert choice.name == "int8" and seen == [["float32", "int8"]]
     assert "--dtype int8 is slower than float32 on this CPU" in caplog.text
     caplog.clear()
     timer = _timer({"float32": 9.0, "int8": 5.0}, seen)
-    with caplog.at_level(logging.INFO, logger="simulmt.precision"):
+    with caplog.at_level(logging.INFO, logger="simulmt.model.precision"):
         choose_precision(model, "int8", convert=for_inference, timer=timer)
     assert "slower" not in caplog.text and "precision int8 (asked: int8" in caplog.text
     # float32 costs no timing at all
@@ -95,7 +95,7 @@ def test_the_real_timing_returns_a_native_precision_and_logs_the_times(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     model = Engine.tiny(0).model
-    with caplog.at_level(logging.INFO, logger="simulmt.precision"):
+    with caplog.at_level(logging.INFO, logger="simulmt.model.precision"):
         chosen, choice = choose_precision(model, "auto", convert=for_inference)
     assert choice.name in native_precisions()
     assert set(choice.times_ms) == set(native_precisions())
@@ -113,7 +113,9 @@ def test_native_precisions_leave_out_emulated_bfloat16(monkeypatch: pytest.Monke
     assert native_precisions() == DTYPE_NAMES
 
 
-@pytest.mark.parametrize("command", ["simulmt.server.cli", "simulmt.eval.cli", "simulmt.translate"])
+@pytest.mark.parametrize(
+    "command", ["simulmt.server.cli", "simulmt.eval.cli", "simulmt.cli.translate"]
+)
 def test_every_command_line_defaults_to_auto(command: str) -> None:
     import importlib
 

@@ -13,15 +13,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulmt.engine import Engine
+from simulmt.output.sentence_ends import inner_sentence_end, may_end_sentence
+from simulmt.output.updates import Update
 from simulmt.search.online import OnlineSearch, SourceView
 from simulmt.search.options import PrematureStops, SearchOptions, WriteUnit
 from simulmt.search.state import StreamState
 from simulmt.search.step import StepRequest, StepResult
 from simulmt.search.stops import StopRule, end_pieces
 from simulmt.segment.model import SegmenterConfig, SegmenterNet
-from simulmt.sentence_ends import inner_sentence_end, may_end_sentence
 from simulmt.session import Session
-from simulmt.updates import Update
 
 
 class _Favour(torch.nn.Module):
@@ -195,7 +195,7 @@ def test_one_option_name_and_one_default_in_eval_translate_and_serve() -> None:
     from simulmt.server import cli as serve_cli
     from simulmt.server.config import ServerConfig
 
-    from simulmt import translate
+    from simulmt.cli import translate
 
     default = SearchOptions.premature_stops
     assert RunConfig().premature_stops is ServerConfig().premature_stops is default

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from simulmt.cli import main
 from simulmt.data.asr import recognizer_word
 from simulmt.engine import Engine
-from simulmt.inputs import InputKind
+from simulmt.input.kinds import InputKind
+from simulmt.output.updates import Update
 from simulmt.restore import (
     Case,
     Punct,
@@ -33,7 +34,6 @@ from simulmt.restore.train import FitConfig, Sentences, fit, score
 from simulmt.segment.model import SegmenterConfig, SegmenterNet
 from simulmt.session import Session
 from simulmt.smallnet.features import words_features
-from simulmt.updates import Update
 
 TINY = RestorerConfig(buckets=512, dim=16, hidden=32, head=32, max_lookahead=2)
 NOUNS = ["hund", "auto", "haus", "buch"]

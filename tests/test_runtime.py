@@ -6,7 +6,7 @@ import platform
 
 import pytest
 
-from simulmt.runtime import tune_allocator
+from simulmt.model.runtime import tune_allocator
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt tuning is glibc-only")
@@ -44,7 +44,7 @@ def test_the_cli_tunes_the_allocator_per_command(
         return True
 
     monkeypatch.setattr(cli_main, "tune_allocator", record)
-    monkeypatch.setattr("simulmt.runtime.tune_allocator", record)
+    monkeypatch.setattr("simulmt.model.runtime.tune_allocator", record)
     module = importlib.import_module(cli_main.COMMANDS[argv[0]])
     monkeypatch.setattr(module, "run", lambda args: 0)
     assert cli.main(argv) == 0

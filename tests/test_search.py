@@ -22,6 +22,7 @@ from simulmt.policies import (
 )
 from simulmt.policies.heuristic import LocalAgreement
 
+from simulmt.data.vocab import EOS_ID
 from simulmt.engine import Engine
 from simulmt.model.cache import StepKV
 from simulmt.search.beam import expand, finished, score
@@ -30,7 +31,6 @@ from simulmt.search.options import Scoring, SearchOptions, Stopping
 from simulmt.search.state import BeamState, Hypothesis, StreamState
 from simulmt.search.step import StepResult
 from simulmt.session import Session
-from simulmt.vocab import EOS_ID
 
 V = 10
 

@@ -11,12 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulmt.engine import Engine
+from simulmt.input.sentences import Segmentation, SentenceCutter, fallback_cut
+from simulmt.output.updates import Update
 from simulmt.search.options import SearchOptions
 from simulmt.segment.model import SegmenterConfig, SegmenterNet
 from simulmt.segment.stream import Decision
-from simulmt.sentences import Segmentation, SentenceCutter, fallback_cut
 from simulmt.session import Session, SessionLimits
-from simulmt.updates import Update
 
 ENGINE = Engine.tiny(0)
 WORDS = "ich habe heute ein buch gelesen der hund läuft schnell über die straße stop".split()

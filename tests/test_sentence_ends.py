@@ -1,4 +1,5 @@
-"""The sentence-end detector (simulmt.sentence_ends) and the split measure (eval/splits.py)."""
+"""The sentence-end detector (simulmt.output.sentence_ends) and the split measure
+(eval/splits.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from simulmt.eval.splits import split_rate
 
-from simulmt.sentence_ends import ends_sentence, inner_sentence_end, may_end_sentence
+from simulmt.output.sentence_ends import ends_sentence, inner_sentence_end, may_end_sentence
 
 
 @pytest.mark.parametrize(

@@ -14,10 +14,10 @@ from contextlib import asynccontextmanager
 import pytest
 from simulmt.server.app import CaptionServer
 from simulmt.server.config import PROTOCOL, Limits, ServerConfig
-from simulmt.server.stream import StartOptions, StreamLog, paced, run_stream
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from simulmt.client.stream import StartOptions, StreamLog, paced, run_stream
 from simulmt.engine import Engine
 from simulmt.session import Session
 

@@ -26,7 +26,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from simulmt.engine import Engine
-from simulmt.fillers import is_filler
+from simulmt.input.fillers import is_filler
 
 START = json.dumps({"type": "start", "protocol": PROTOCOL, "policy": "wait-k:k=2"})
 END = json.dumps({"type": "end"})

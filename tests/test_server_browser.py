@@ -14,8 +14,8 @@ from collections.abc import AsyncIterator
 import pytest
 from simulmt.server.app import CaptionServer
 from simulmt.server.config import ServerConfig
-from simulmt.server.stream import StartOptions, paced, run_stream
 
+from simulmt.client.stream import StartOptions, paced, run_stream
 from simulmt.engine import Engine
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

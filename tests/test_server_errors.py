@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from simulmt.server.app import CaptionServer
 from simulmt.server.config import PROTOCOL, Limits, ServerConfig
-from simulmt.server.stream import StartOptions, paced, run_stream
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from simulmt.client.stream import StartOptions, paced, run_stream
 from simulmt.engine import Engine
 from simulmt.session import Session
 

@@ -9,7 +9,6 @@ clients do, and per-session memory (the replay log) is capped in bytes.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
 import re
@@ -26,7 +25,7 @@ from simulmt.server.config import PROTOCOL, Limits, ServerConfig
 from simulmt.server.machine import Build, Send, SessionMachine
 from websockets.asyncio.client import ClientConnection, connect
 
-from simulmt.engine import Engine
+from tests._server_helpers import engine, running
 
 START = json.dumps({"type": "start", "protocol": PROTOCOL, "policy": "wait-k:k=1"})
 END = json.dumps({"type": "end"})
@@ -34,24 +33,8 @@ SENTENCE = "ich habe heute einen Brief geschrieben ."
 SERVING = re.compile(r"serving \S+ on http://127\.0\.0\.1:(\d+)/")
 
 
-@functools.cache
-def engine() -> Engine:
-    return Engine.tiny(0)
-
-
 def source(text: str) -> str:
     return json.dumps({"type": "source", "text": text})
-
-
-@asynccontextmanager
-async def running(config: ServerConfig) -> AsyncIterator[CaptionServer]:
-    server = CaptionServer(config, load=engine, model_name="tiny")
-    await server.start()
-    try:
-        await server.wait_ready()
-        yield server
-    finally:
-        await server.stop()
 
 
 @asynccontextmanager
@@ -100,6 +83,7 @@ async def test_the_reader_keeps_reading_while_words_wait() -> None:
     assert finals == [SENTENCE] * (n - len(refused))
 
 
+@pytest.mark.slow
 async def test_a_client_that_reads_nothing_is_closed(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="simulmt.server")
     config = ServerConfig(port=0, drain_timeout_s=1, write_limit_bytes=4096, ping_interval_s=None)
@@ -111,6 +95,7 @@ async def test_a_client_that_reads_nothing_is_closed(caplog: pytest.LogCaptureFi
     assert any("read none of its output for 1 s" in r.message for r in caplog.records)
 
 
+@pytest.mark.slow
 async def test_stop_ends_although_a_client_reads_nothing(caplog: pytest.LogCaptureFixture) -> None:
     """The issue's probe: with a client that never reads, `stop()` logged "grace time over"
     and had not returned 15 s later. Now its socket is aborted; and a parked session is logged
@@ -157,7 +142,7 @@ def test_the_replay_log_is_capped_in_bytes() -> None:
 
 
 def test_session_warnings_are_capped_in_count_and_bytes() -> None:
-    from simulmt.notes import MAX_NOTE, Notes
+    from simulmt.output.notes import MAX_NOTE, Notes
     from simulmt.session import Session
 
     notes = Notes(max_notes=10, max_bytes=500)
@@ -171,6 +156,7 @@ def test_session_warnings_are_capped_in_count_and_bytes() -> None:
     assert isinstance(session.warnings, Notes)  # what the server's sessions warn into
 
 
+@pytest.mark.slow
 async def test_sigterm_ends_the_process_whatever_a_client_does() -> None:
     """`simulmt serve --shutdown-timeout-s 1` with a client that reads nothing and never closes:
     the process still exits (0) after the grace time; it used to wait on the client."""

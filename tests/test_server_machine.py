@@ -23,7 +23,7 @@ from simulmt.server.machine import (
 from simulmt.server.ops import Delivery, Marker, Op, OpKind
 from simulmt.server.protocol import CLIENT_TYPES, ErrorCode, ProtocolError, Resume
 
-from simulmt.updates import Update
+from simulmt.output.updates import Update
 
 CONFIG = ServerConfig(limits=Limits(max_message_bytes=4096), outbox_high_water=4, replay_messages=8)
 START = json.dumps({"type": "start", "protocol": PROTOCOL, "policy": "wait-k:k=2"})

@@ -20,9 +20,9 @@ from simulmt.server.protocol import (
 )
 from simulmt.server.replies import encode, update_messages
 
-from simulmt.inputs import InputKind
-from simulmt.sentences import Segmentation
-from simulmt.updates import Update
+from simulmt.input.kinds import InputKind
+from simulmt.input.sentences import Segmentation
+from simulmt.output.updates import Update
 
 LIMITS = Limits(max_message_bytes=200, max_word_chars=10, live_max_sentence_words=5)
 

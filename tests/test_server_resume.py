@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from simulmt.server.app import CaptionServer
 from simulmt.server.config import PROTOCOL, Limits, ServerConfig
-from simulmt.server.stream import StartOptions, StreamClient, paced
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from simulmt.client.stream import StartOptions, StreamClient, paced
 from simulmt.engine import Engine
 from simulmt.session import Session
 

@@ -9,16 +9,16 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simulmt.display import Display
+from simulmt.data.vocab import BOS_ID, EOS_ID, NEVER
 from simulmt.engine import Engine
+from simulmt.input.sentences import Sentence
+from simulmt.input.words import FULL, word_ends
+from simulmt.output.display import Display
+from simulmt.output.updates import Update
 from simulmt.search.offline import greedy_decode, max_target_len
 from simulmt.search.options import PrematureStops, SearchOptions, WriteUnit
 from simulmt.search.state import StreamState
-from simulmt.sentences import Sentence
 from simulmt.session import InputError, Session, SessionLimits, advance
-from simulmt.updates import Update
-from simulmt.vocab import BOS_ID, EOS_ID, NEVER
-from simulmt.words import FULL, word_ends
 
 ENGINE = Engine.tiny(0)
 ALLOW = PrematureStops.ALLOW  # the rule off: stops as the reference decoders write them

@@ -10,7 +10,8 @@ import srt
 import webvtt
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from simulmt.server.subtitles import (
+
+from simulmt.client.subtitles import (
     Cue,
     CueConfig,
     TimedSentence,

@@ -15,9 +15,9 @@ from simulmt.policies.learned_net import read_policy_file
 
 from simulmt.model.checkpoint import FORMAT as MODEL_FORMAT
 from simulmt.model.checkpoint import CheckpointError, load_checkpoint
+from simulmt.model.torchfile import load_checked, save_atomic
 from simulmt.segment.model import FORMAT as SEGMENTER_FORMAT
 from simulmt.segment.model import SegmenterError, load_segmenter
-from simulmt.torchfile import load_checked, save_atomic
 
 READERS: list[tuple[Callable[[Path], Any], type[Exception], str, tuple[str, ...]]] = [
     (load_checkpoint, CheckpointError, MODEL_FORMAT, ("model_config", "model")),

@@ -15,15 +15,15 @@ import torch
 
 from simulmt.data.tokenizer import train_tokenizer
 from simulmt.engine import Engine
-from simulmt.export import export
+from simulmt.input.words import word_ends
 from simulmt.model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
 from simulmt.session import Session
-from simulmt.soup import parse_weights, soup
 from simulmt.train.batches import Batch, target_words
 from simulmt.train.config import TrainConfig
+from simulmt.train.export import export
 from simulmt.train.loop import Trainer
+from simulmt.train.soup import parse_weights, soup
 from simulmt.train.tiny import tiny_pairs as _tiny_pairs
-from simulmt.words import word_ends
 
 TINY_MODEL = {
     "d_model": 32,

@@ -73,8 +73,8 @@ def test_the_batched_collate_matches_one_example_at_a_time(
     straightforward form it replaced for speed)."""
     import torch
 
+    from simulmt.data.vocab import BOS_ID, EOS_ID
     from simulmt.train.batches import visible
-    from simulmt.vocab import BOS_ID, EOS_ID
 
     examples = []
     for src, tgt, has_asr in rows:

@@ -139,7 +139,7 @@ def test_training_needs_only_what_the_gpu_machine_has() -> None:
         "for m in ('websockets', 'matplotlib', 'mweralign', 'tqdm', 'prometheus_client'):\n"
         "    sys.modules[m] = None\n"
         "import simulmt.train.recipe, simulmt.train.loop, simulmt.train.__main__\n"
-        "import simulmt.data.pack, simulmt.export\n"
+        "import simulmt.data.pack, simulmt.train.export\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, cwd=ROOT)

@@ -158,7 +158,7 @@ def test_translate_searches_as_deep_as_eval_and_serve() -> None:
 
     from simulmt.eval import cli as eval_cli
 
-    from simulmt import translate as translate_cli
+    from simulmt.cli import translate as translate_cli
     from simulmt.search.options import SearchOptions
 
     parser = argparse.ArgumentParser()

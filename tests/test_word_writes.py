@@ -8,16 +8,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from unittest import mock
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulmt.engine import Engine
+from simulmt.output.updates import Update
 from simulmt.search.online import OnlineSearch, SourceView
 from simulmt.search.options import SearchOptions, WriteUnit
 from simulmt.search.state import StreamState
 from simulmt.search.step import StepRequest, StepResult
 from simulmt.session import Session
-from simulmt.updates import Update
 
 ENGINE = Engine.tiny(0)
 TOK = ENGINE.tokenizer
@@ -114,6 +115,7 @@ OPTIONS = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(POLICIES + PEEKING), STREAMS, OPTIONS)
 def test_a_word_is_committed_where_its_last_token_was_written(

@@ -7,20 +7,20 @@ import importlib
 import logging
 import sys
 
-from simulmt.runtime import tune_allocator, tune_allocator_for_training
+from simulmt.model.runtime import tune_allocator, tune_allocator_for_training
 
 # command name -> module with `add_arguments(parser)` and `run(args) -> int`
 COMMANDS: dict[str, str] = {
     "data": "simulmt.data.cli",
     "train": "simulmt.train.cli",
-    "translate": "simulmt.translate",
-    "export": "simulmt.export",
-    "soup": "simulmt.soup",
+    "translate": "simulmt.cli.translate",
+    "export": "simulmt.train.export",
+    "soup": "simulmt.train.soup",
     "policies": "simulmt.policies.cli",
     "eval": "simulmt.eval.cli",
     "plot": "simulmt.eval.plot_cli",
     "serve": "simulmt.server.cli",
-    "client": "simulmt.server.client",
+    "client": "simulmt.client.cli",
     "train-policy": "simulmt.policies.train_policy",
     "train-segmenter": "simulmt.segment.cli",
     "train-restorer": "simulmt.restore.cli",

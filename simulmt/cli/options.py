@@ -18,9 +18,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from simulmt.defaults import DEFAULT_POLICY, SEGMENT_LOOKAHEAD
-from simulmt.inputs import InputKind
+from simulmt.input.kinds import InputKind
+from simulmt.input.sentences import Segmentation
 from simulmt.search.options import PrematureStops, Scoring, SearchOptions, WriteUnit
-from simulmt.sentences import Segmentation
 
 __all__ = [
     "add_deprecated",
@@ -174,7 +174,7 @@ def add_guard_arguments(parser: argparse.ArgumentParser) -> None:
 def add_dtype_argument(parser: argparse.ArgumentParser, *, flag: str = "--dtype") -> None:
     """The precision (`flag`: its name, for a host program that owns ``--dtype``, as SimulEval
     does; the value lands under that name)."""
-    from simulmt.runtime import AUTO_DTYPE, CLI_DTYPE, DTYPE_NAMES
+    from simulmt.model.runtime import AUTO_DTYPE, CLI_DTYPE, DTYPE_NAMES
 
     parser.add_argument(
         flag,

@@ -31,7 +31,7 @@ from typing import Any
 
 import sentencepiece as spm
 
-from simulmt.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from simulmt.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
 logger = logging.getLogger(__name__)
 

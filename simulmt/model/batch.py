@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 import torch
 
+from simulmt.data.vocab import BOS_ID
 from simulmt.model.cache import StepKV
 from simulmt.model.layers import KV, pack_kv, stack_kv, unstack_kv
 from simulmt.model.pool import KVPool
 from simulmt.model.state import DecoderBeam, SourceState
 from simulmt.model.transformer import SimulTransformer, StepOutput, prefill_kv
-from simulmt.vocab import BOS_ID
 
 _FILLER_TOKEN = torch.tensor([BOS_ID])  # (1,) what a filler row feeds (its output is dropped)
 MAX_FILLER_SHARE = 0.25  # filler rows (wasted compute) a pooled batch may carry, as a share

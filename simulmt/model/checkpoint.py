@@ -9,8 +9,8 @@ from typing import Any
 import torch
 
 from simulmt.model.config import ModelConfig
+from simulmt.model.torchfile import load_checked, save_atomic
 from simulmt.model.transformer import SimulTransformer
-from simulmt.torchfile import load_checked, save_atomic
 
 log = logging.getLogger(__name__)
 FORMAT = "simulmt-checkpoint-v1"

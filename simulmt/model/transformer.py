@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from simulmt.data.vocab import PAD_ID
 from simulmt.model.config import ModelConfig
 from simulmt.model.layers import KV, DecoderLayer, Dropout, EncoderLayer, stack_kv
-from simulmt.vocab import PAD_ID
 
 
 def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:

@@ -8,11 +8,11 @@ from collections.abc import Sequence
 
 import torch
 
+from simulmt.data.vocab import EOS_ID, NEVER
 from simulmt.search.loops import beam_bans
 from simulmt.search.options import Scoring, SearchOptions, Stopping
 from simulmt.search.state import BeamState, Hypothesis
 from simulmt.search.step import StepResult
-from simulmt.vocab import EOS_ID, NEVER
 
 
 def score(

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 
 import torch
 
+from simulmt.data.vocab import BOS_ID, EOS_ID, NEVER, PAD_ID
+from simulmt.input.words import FULL
 from simulmt.model.layers import unstack_kv
 from simulmt.model.transformer import SimulTransformer
-from simulmt.vocab import BOS_ID, EOS_ID, NEVER, PAD_ID
-from simulmt.words import FULL
 
 
 def max_target_len(src_len: int, *, ratio: float = 2.0, extra: int = 10) -> int:

@@ -7,7 +7,7 @@ import functools
 import torch
 
 from simulmt.data.tokenizer import Tokenizer
-from simulmt.vocab import EOS_ID
+from simulmt.data.vocab import EOS_ID
 
 __all__ = ["continuations_mask", "stop_pieces"]
 

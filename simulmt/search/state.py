@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from simulmt.data.vocab import BOS_ID
 from simulmt.model.cache import DecoderCache
 from simulmt.model.state import SourceState
-from simulmt.vocab import BOS_ID
 
 if TYPE_CHECKING:
     from simulmt.policies.base import ModelSignals
@@ -102,7 +102,7 @@ def truncate(beam: BeamState, n: int) -> None:
 @dataclass
 class StreamState:
     """The decoding state of one stream's current sentence (what its output has shown is the
-    session's `simulmt.display.Display`: the search never reads it)."""
+    session's `simulmt.output.display.Display`: the search never reads it)."""
 
     source: SourceState = field(default_factory=SourceState)
     beam: BeamState = field(default_factory=BeamState.start)

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 import torch
 
+from simulmt.data.vocab import NEVER
 from simulmt.model.batch import StepRequest, decode_batch
 from simulmt.model.transformer import SimulTransformer, StepOutput
-from simulmt.vocab import NEVER
 
 __all__ = ["StepRequest", "StepResult", "run_step"]
 

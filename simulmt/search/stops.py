@@ -7,7 +7,7 @@ is unfinished (`OnlineSearch.source_finished` is false: in `auto` segmentation, 
 detector opened), this rule keeps a sentence end out of the committed text, whatever the policy
 and commit mode (`SearchOptions.premature_stops`):
 
-- MASK: the stop pieces that would end the sentence (`simulmt.sentence_ends`) are banned in
+- MASK: the stop pieces that would end the sentence (`simulmt.output.sentence_ends`) are banned in
   every hypothesis until the source is finished;
 - TENTATIVE: the model may write them, so they show in the tentative text, but a stop that more
   words follow is dropped before that word is committed: the search goes back to the stop's
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 import torch
 
 from simulmt.data.tokenizer import WORD_START, Tokenizer
+from simulmt.output.sentence_ends import CLOSERS, STOPS, may_end_sentence
 from simulmt.search.options import PrematureStops
 from simulmt.search.state import StreamState, truncate
-from simulmt.sentence_ends import CLOSERS, STOPS, may_end_sentence
 
 WORD_TAIL = 24  # tokens of a hypothesis searched back for its last word's start
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import torch
 
 from simulmt.data.asr import strip_punctuation
-from simulmt.words import SENTENCE_END
+from simulmt.input.words import SENTENCE_END
 
 __all__ = ["N_FLAGS", "N_IDS", "word_features", "words_features"]
 

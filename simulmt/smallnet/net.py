@@ -17,8 +17,8 @@ from typing import Any, ClassVar, Self, TypeVar
 import torch
 from torch import nn
 
+from simulmt.model.torchfile import load_checked, save_atomic
 from simulmt.smallnet.features import N_FLAGS, N_IDS
-from simulmt.torchfile import load_checked, save_atomic
 
 __all__ = ["HashedWordNet", "NetConfig", "load_net", "save_net"]
 

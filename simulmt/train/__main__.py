@@ -8,7 +8,7 @@ import argparse
 import logging
 import sys
 
-from simulmt.runtime import tune_allocator_for_training
+from simulmt.model.runtime import tune_allocator_for_training
 from simulmt.train import cli
 
 

@@ -17,8 +17,8 @@ from typing import TypeVar
 import numpy as np
 import torch
 
-from simulmt.vocab import BOS_ID, EOS_ID, PAD_ID
-from simulmt.words import FULL, word_ends
+from simulmt.data.vocab import BOS_ID, EOS_ID, PAD_ID
+from simulmt.input.words import FULL, word_ends
 
 T = TypeVar("T")
 
@@ -27,7 +27,7 @@ T = TypeVar("T")
 class Example:
     src: tuple[int, ...]  # source ids, no BOS/EOS
     tgt: tuple[int, ...]  # target ids, no BOS/EOS
-    ends: tuple[int, ...]  # source word ends (see simulmt.words.word_ends)
+    ends: tuple[int, ...]  # source word ends (see simulmt.input.words.word_ends)
     tgt_words: tuple[int, ...] = ()  # 1-based target word of each tgt token, then EOS's
     asr: tuple[int, ...] = ()  # source ids of the recognizer view (empty: none)
     asr_ends: tuple[int, ...] = ()

@@ -6,9 +6,9 @@ import sacrebleu
 import torch
 
 from simulmt.data.tokenizer import Tokenizer
+from simulmt.input.words import word_ends
 from simulmt.model.transformer import SimulTransformer
 from simulmt.search.offline import greedy_decode
-from simulmt.words import word_ends
 
 DEV_BATCH = 64  # sentences decoded together (a CPU's sweet spot; a GPU takes larger)
 GPU_DEV_BATCH = 512

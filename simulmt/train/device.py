@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from simulmt.devices import DeviceError, resolve_device
+from simulmt.model.devices import DeviceError, resolve_device
 from simulmt.train.batches import Batch
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ class World:
 
 
 def pick_device(name: str, *, local_rank: int = 0) -> torch.device:
-    """The training device (`simulmt.devices.resolve_device`), made this process's current GPU
+    """The training device (`simulmt.model.devices.resolve_device`), made this process's current GPU
     when it is one. DeviceError if cuda is asked for and absent."""
     device = resolve_device(name, local_rank=local_rank)
     if device.type == "cuda":

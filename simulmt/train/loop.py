@@ -16,14 +16,16 @@ from torch.nn.parallel import DistributedDataParallel
 
 from simulmt.data.corpus import read_parallel
 from simulmt.data.tokenizer import Tokenizer
+from simulmt.data.vocab import PAD_ID
+from simulmt.input.words import FULL
 from simulmt.model.checkpoint import (
     CheckpointError,
     load_checkpoint,
     model_from_checkpoint,
     save_checkpoint,
 )
+from simulmt.model.runtime import limit_onednn_primitive_cache
 from simulmt.model.transformer import SimulTransformer
-from simulmt.runtime import limit_onednn_primitive_cache
 from simulmt.train import dev
 from simulmt.train.batches import Batch, Example, collate
 from simulmt.train.config import TrainConfig
@@ -39,8 +41,6 @@ from simulmt.train.examples import epoch_data, tokenized, training_pairs, with_t
 from simulmt.train.loss import smoothed_cross_entropy
 from simulmt.train.progress import Progress, StopFlag, Window, memory_note
 from simulmt.train.schedule import epoch_order, lr_factor, sample_k
-from simulmt.vocab import PAD_ID
-from simulmt.words import FULL
 
 log = logging.getLogger(__name__)
 

@@ -34,12 +34,12 @@ import torch
 from simulmt.data.corpus import iter_split_side, read_parallel
 from simulmt.data.pack import unpack_corpus
 from simulmt.data.tokenizer import Tokenizer
+from simulmt.input.words import FULL
 from simulmt.model.transformer import SimulTransformer
 from simulmt.train import dev
 from simulmt.train.config import TrainConfig
 from simulmt.train.flops import H100_BF16_TFLOPS, step_flops
 from simulmt.train.pieces import find_index, join_pieces, split_file
-from simulmt.words import FULL
 
 log = logging.getLogger("simulmt.recipe")
 
@@ -223,8 +223,8 @@ def init_model_folder(source: Path, work: Path) -> Path:
 
 def join_model(pieces: Path, out: Path) -> Path:
     """A loadable model folder (model.pt, spm.model, config.json) from a folder of pieces."""
-    from simulmt.export import write_model_folder
     from simulmt.model.checkpoint import load_checkpoint
+    from simulmt.train.export import write_model_folder
 
     tmp = out / "joined"
     path = join_pieces(find_index(pieces), tmp)
@@ -269,7 +269,7 @@ def run_stage(rc: RecipeConfig) -> dict[str, Any]:
         result["distilled"] = distill(trainer.model, trainer.tok, corpus,
                                       rc.out / f"{DISTILL_FILE}.xz", clock)
     else:
-        from simulmt.export import export
+        from simulmt.train.export import export
 
         export(trainer.cfg.out, rc.work / "model", name=rc.name)
         result["pieces"] = [p.name for p in split_file(rc.work / "model" / "model.pt", rc.out)]

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, TextIO
 
-from simulmt.updates import Update
+from simulmt.output.updates import Update
 
 DIM, RESET, CLEAR_LINE = "\x1b[2m", "\x1b[0m", "\r\x1b[K"
 

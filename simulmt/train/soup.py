@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from simulmt.export import write_model_folder
 from simulmt.model.checkpoint import CheckpointError, load_checkpoint
+from simulmt.train.export import write_model_folder
 
 log = logging.getLogger(__name__)
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TextIO
 
+from simulmt.cli.liveview import LiveView
 from simulmt.cli.options import (
     add_deprecated,
     add_policy_argument,
@@ -21,13 +22,12 @@ from simulmt.cli.options import (
 )
 from simulmt.defaults import DEFAULT_POLICY
 from simulmt.engine import Engine
-from simulmt.inputs import InputKind
-from simulmt.liveview import LiveView
+from simulmt.input.kinds import InputKind
+from simulmt.input.sentences import Segmentation
+from simulmt.output.updates import Update
 from simulmt.policies.base import PolicyError
 from simulmt.search.options import SearchOptions
-from simulmt.sentences import Segmentation
 from simulmt.session import InputError, Session
-from simulmt.updates import Update
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

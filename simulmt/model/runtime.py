@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 DTYPE_NAMES = ("float32", "bfloat16", "int8")
 AUTO_DTYPE = "auto"  # time each precision this CPU runs natively at load, keep the fastest
 # every command line's precision (serve, eval, translate): what is fastest on the CPU at hand,
-# measured (simulmt.precision); a fixed int8 default made an AVX2-only server 5x slower
+# measured (simulmt.model.precision); a fixed int8 default made an AVX2-only server 5x slower
 CLI_DTYPE = AUTO_DTYPE
 
 _M_TRIM_THRESHOLD = -1

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from simulmt.words import ends_sentence
+from simulmt.input.words import ends_sentence
 
 if TYPE_CHECKING:  # no torch at import: clients import `Segmentation` from here
     from simulmt.segment.model import SegmenterNet

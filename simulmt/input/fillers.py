@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from simulmt.data.asr import recognizer_word
-from simulmt.words import ends_sentence
+from simulmt.input.words import ends_sentence
 
 __all__ = ["filler_ends_sentence", "is_filler"]
 

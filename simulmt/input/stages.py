@@ -5,11 +5,11 @@ input). The engine holds the networks; each session gets its own stream over the
 from __future__ import annotations
 
 from simulmt.engine import Engine
+from simulmt.input.sentences import Segmentation
 from simulmt.policies.base import Policy
 from simulmt.policies.schedules import FullSentence
 from simulmt.restore.stream import Restorer
 from simulmt.segment.stream import Segmenter
-from simulmt.sentences import Segmentation
 
 __all__ = ["make_detector", "make_restorer"]
 

@@ -18,12 +18,11 @@ import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-from simulmt.server.auth import read_token_file
-from simulmt.server.stream import StartOptions, StreamLog, run_stream
-from simulmt.server.subtitles import build_cues, to_srt, to_webvtt
-
+from simulmt.cli.liveview import LiveView
 from simulmt.cli.options import add_beam_arguments, add_policy_argument, add_session_arguments
-from simulmt.liveview import LiveView
+from simulmt.client.stream import StartOptions, StreamLog, run_stream
+from simulmt.client.subtitles import build_cues, to_srt, to_webvtt
+from simulmt.server.auth import read_token_file
 
 DEFAULT_URL = "ws://127.0.0.1:8765/ws"
 

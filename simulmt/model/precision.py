@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import torch
 
+from simulmt.model.runtime import AUTO_DTYPE, DTYPE_NAMES
 from simulmt.model.transformer import SimulTransformer
-from simulmt.runtime import AUTO_DTYPE, DTYPE_NAMES
 
 log = logging.getLogger(__name__)
 

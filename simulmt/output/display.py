@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from simulmt.data.tokenizer import Tokenizer
-from simulmt.numbers import NumberNotation
+from simulmt.input.sentences import Sentence
+from simulmt.output.numbers import NumberNotation
+from simulmt.output.updates import Update
 from simulmt.search.state import StreamState
-from simulmt.sentences import Sentence
-from simulmt.updates import Update
 
 
 @dataclass

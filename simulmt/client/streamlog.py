@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from simulmt.server.subtitles import TimedSentence
+from simulmt.client.subtitles import TimedSentence
 
 JsonDict = dict[str, Any]
 

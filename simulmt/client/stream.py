@@ -18,10 +18,11 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass, field
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
-from simulmt.server.config import PROTOCOL
-from simulmt.server.streamlog import JsonDict, Recorder, SentenceLog, StreamLog, paced
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
+
+from simulmt.client.streamlog import JsonDict, Recorder, SentenceLog, StreamLog, paced
+from simulmt.server.config import PROTOCOL
 
 __all__ = ["JsonDict", "Recorder", "SentenceLog", "StartOptions", "StreamClient", "StreamLog"]
 __all__ += ["paced", "run_stream", "start_message"]
