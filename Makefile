@@ -6,6 +6,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 HOST ?= 127.0.0.1
 PORT ?= 8765
+# pytest workers (pytest-xdist) for `make test`: the suite must finish in under 10 minutes on 2
+# cores, and many of its tests wait on servers, subprocesses and timeouts
+TEST_WORKERS ?= 2
 
 .PHONY: run test setup setup-test lint data results
 
@@ -35,7 +38,7 @@ run: setup
 
 test: setup-test
 	bash scripts/check-wheel.sh $(PY)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 lint: setup-test
 	$(BIN)/ruff check simulmt policies server eval tests bench

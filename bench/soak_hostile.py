@@ -96,8 +96,14 @@ async def silent(url: str, errors: Counter[str]) -> ClientConnection:
 
 async def non_reader(url: str, errors: Counter[str]) -> ClientConnection:
     parts = urlsplit(url)
-    sock = socket.create_connection((parts.hostname, parts.port))
+    sock = socket.socket()
+    # small buffers and segments before connecting: on loopback a server's send buffer is sized
+    # from the peer's window and segment size at the handshake (a megabyte or more), which it
+    # would fill for minutes before its drain timeout could start
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    if hasattr(socket, "TCP_MAXSEG"):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 1024)
+    sock.connect((parts.hostname, parts.port))
     ws = await _started(url, sock=sock, max_queue=1, ping_interval=None, compression=None)
     ws.transport.pause_reading()  # from now on it reads nothing, not even a close
     words = " ".join(["ich habe heute einen Brief geschrieben und das Wetter ist schön"] * 4)

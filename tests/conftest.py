@@ -1,5 +1,5 @@
-"""Shared test setup: one torch thread (deterministic, and fast for tiny models on 2 cores), and
-a writer of corpus split files."""
+"""Shared test setup: one torch thread (deterministic, and fast for tiny models on 2 cores), a
+writer of corpus split files, and the tests marked slow first (for `make test`'s workers)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,13 @@ import pytest
 import torch
 
 torch.set_num_threads(1)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked slow (most of them wait on servers, subprocesses or timeouts) run first, in
+    their files' order: `make test` spreads them over its workers from the start instead of
+    leaving one to run alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # a stable sort
 
 
 @pytest.fixture(autouse=True)

@@ -4,11 +4,8 @@ sends), in the handshake, from a file; the origins admitted by default; random s
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,30 +13,14 @@ import pytest
 from simulmt.server.app import CaptionServer
 from simulmt.server.auth import Access, is_loopback, read_token_file
 from simulmt.server.config import PROTOCOL, ServerConfig
-from simulmt.server.stream import StartOptions, paced, run_stream
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from simulmt.engine import Engine
+from simulmt.client.stream import StartOptions, paced, run_stream
+from tests._server_helpers import engine, running
 
 TOKEN = "s3cret-token"
 START: dict[str, Any] = {"type": "start", "protocol": PROTOCOL, "policy": "wait-k:k=2"}
-
-
-@functools.cache
-def engine() -> Engine:
-    return Engine.tiny(0)
-
-
-@asynccontextmanager
-async def running(config: ServerConfig) -> AsyncIterator[CaptionServer]:
-    server = CaptionServer(config, load=engine, model_name="tiny")
-    await server.start()
-    try:
-        await server.wait_ready()
-        yield server
-    finally:
-        await server.stop()
 
 
 async def exchange(url: str, frames: list[dict[str, Any]], **kw: Any) -> tuple[list[Any], int]:
@@ -157,6 +138,7 @@ def test_read_token_file(tmp_path: Path) -> None:
         read_token_file(tmp_path / "missing")
 
 
+@pytest.mark.slow
 async def test_serve_and_client_take_the_token_from_a_file(tmp_path: Path) -> None:
     """`serve --token-file`: the token is not on the command line (`ps`), the server requires
     it, and `simulmt client --token-file` sends it in `start`."""

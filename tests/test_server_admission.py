@@ -9,11 +9,8 @@ never parked, while one the network dropped is.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -25,25 +22,9 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from simulmt.engine import Engine
+from tests._server_helpers import running
 
 START = json.dumps({"type": "start", "protocol": PROTOCOL, "policy": "wait-k:k=2"})
-
-
-@functools.cache
-def engine() -> Engine:
-    return Engine.tiny(0)
-
-
-@asynccontextmanager
-async def running(**options: Any) -> AsyncIterator[CaptionServer]:
-    server = CaptionServer(ServerConfig(port=0, **options), load=engine, model_name="tiny")
-    await server.start()
-    try:
-        await server.wait_ready()
-        yield server
-    finally:
-        await server.stop()
 
 
 def url(server: CaptionServer) -> str:
@@ -89,6 +70,7 @@ async def test_a_dropped_connection_is_parked() -> None:
         assert server.table.parked == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "how", ["frame over the transport cap (1009)", "invalid UTF-8 (1007)", "flood (1008)"]
 )
@@ -96,7 +78,7 @@ async def test_a_session_the_server_closed_is_not_parked(how: str) -> None:
     """A broken client does not answer the server's close either: the server then sees no
     close code from it (1006, as for a network drop), and must still not park the session."""
     admission = Admission(burst_messages=50)
-    async with running(hard_max_bytes=100_000, admission=admission) as server:
+    async with running(ServerConfig(port=0, hard_max_bytes=100_000, admission=admission)) as server:
         async with connect(url(server), max_size=None) as ws:
             await started(ws)
             [server_ws] = server._server.connections if server._server else []
@@ -121,7 +103,7 @@ async def test_a_session_the_server_closed_is_not_parked(how: str) -> None:
 
 async def test_silent_connections_hold_no_session_slot_and_are_closed() -> None:
     admission = Admission(handshake_timeout_s=3, max_unstarted=4)
-    async with running(max_sessions=1, admission=admission) as server:
+    async with running(ServerConfig(port=0, max_sessions=1, admission=admission)) as server:
         silent = [await connect(url(server)) for _ in range(3)]
         async with connect(url(server)) as real:  # the one session slot is still free
             assert (await started(real))["type"] == "session"
@@ -142,7 +124,7 @@ async def test_silent_connections_hold_no_session_slot_and_are_closed() -> None:
 
 async def test_connections_per_address_with_trusted_proxy() -> None:
     admission = Admission(max_connections_per_ip=2, trusted_proxies=("127.0.0.1",))
-    async with running(admission=admission) as server:
+    async with running(ServerConfig(port=0, admission=admission)) as server:
         alice = {"X-Forwarded-For": "203.0.113.5"}
         held = [await connect(url(server), additional_headers=alice) for _ in range(2)]
         with pytest.raises(InvalidStatus) as info:
@@ -160,7 +142,8 @@ async def test_connections_per_address_with_trusted_proxy() -> None:
 
 
 async def test_forwarded_for_is_ignored_from_an_untrusted_peer() -> None:
-    async with running(admission=Admission(max_connections_per_ip=1)) as server:
+    config = ServerConfig(port=0, admission=Admission(max_connections_per_ip=1))
+    async with running(config) as server:
         async with connect(url(server), additional_headers={"X-Forwarded-For": "203.0.113.5"}):
             with pytest.raises(InvalidStatus) as info:  # both are 127.0.0.1 in truth
                 await connect(url(server), additional_headers={"X-Forwarded-For": "10.1.1.1"})
@@ -168,7 +151,7 @@ async def test_forwarded_for_is_ignored_from_an_untrusted_peer() -> None:
 
 
 async def test_sessions_per_address() -> None:
-    async with running(admission=Admission(max_sessions_per_ip=1)) as server:
+    async with running(ServerConfig(port=0, admission=Admission(max_sessions_per_ip=1))) as server:
         async with connect(url(server)) as first, connect(url(server)) as second:
             assert (await started(first))["type"] == "session"
             await second.send(START)
@@ -224,7 +207,7 @@ async def test_a_flood_is_rate_limited_with_few_log_lines(caplog: pytest.LogCapt
 
 
 async def test_unread_frames_buffer_is_small() -> None:
-    async with running(admission=Admission(max_queue=3)) as server:
+    async with running(ServerConfig(port=0, admission=Admission(max_queue=3))) as server:
         async with connect(url(server)):
             [server_ws] = server._server.connections if server._server else []
             assert server_ws.max_queue_high == 3

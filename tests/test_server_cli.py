@@ -41,6 +41,7 @@ async def spawn_server(*extra: str) -> tuple[asyncio.subprocess.Process, int, st
                 return proc, int(match.group(2)), match.group(3)
 
 
+@pytest.mark.slow
 async def test_sigterm_finishes_open_sentences_then_closes_1001() -> None:
     proc, port, instance = await spawn_server()
     try:

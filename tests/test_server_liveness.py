@@ -9,22 +9,24 @@ import functools
 import json
 import os
 import signal
-import socket
 import sys
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from simulmt.server.app import CaptionServer
 from simulmt.server.config import PROTOCOL, ServerConfig
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from simulmt.engine import Engine
+from tests._server_helpers import engine, free_ports
+from tests._server_helpers import running as serving
 
 START = json.dumps({"type": "start", "protocol": PROTOCOL, "policy": "wait-k:k=1"})
 RELEASE = threading.Event()  # lets a stuck worker go at the end of a test
@@ -58,21 +60,16 @@ class BatchBugEngine(Engine):
 
 
 @functools.cache
-def engine(kind: type[Engine] = Engine) -> Engine:
-    base = Engine.tiny(0)
-    return base if kind is Engine else kind(base.model, base.tokenizer, base.info)
+def faulty(kind: type[Engine]) -> Engine:
+    """The shared tiny model in a faulty subclass."""
+    base = engine()
+    return kind(base.model, base.tokenizer, base.info)
 
 
-@asynccontextmanager
-async def running(config: ServerConfig, load: Callable[[], Engine]) -> AsyncIterator[CaptionServer]:
-    server = CaptionServer(config, load=load, model_name="tiny")
-    await server.start()
-    try:
-        await server.wait_ready()
-        yield server
-    finally:
-        RELEASE.set()
-        await server.stop()
+def running(
+    config: ServerConfig, load: Callable[[], Engine]
+) -> AbstractAsyncContextManager[CaptionServer]:
+    return serving(config, load, before_stop=RELEASE.set)  # lets a stuck worker go first
 
 
 def health(server: CaptionServer) -> tuple[int, dict[str, Any]]:
@@ -95,7 +92,7 @@ async def until_closed(ws: ClientConnection) -> list[dict[str, Any]]:
 
 async def test_a_dead_worker_turns_healthz_503_and_ends_sessions() -> None:
     RELEASE.clear()
-    async with running(ServerConfig(port=0), lambda: engine(FaultyEngine)) as server:
+    async with running(ServerConfig(port=0), lambda: faulty(FaultyEngine)) as server:
         assert (await asyncio.to_thread(health, server))[0] == 200
         async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
             await ws.send(START)
@@ -114,7 +111,7 @@ async def test_a_dead_worker_turns_healthz_503_and_ends_sessions() -> None:
 async def test_a_stuck_worker_turns_healthz_503_and_ends_sessions() -> None:
     RELEASE.clear()
     config = ServerConfig(port=0, worker_stall_s=0.5)
-    async with running(config, lambda: engine(FaultyEngine)) as server:
+    async with running(config, lambda: faulty(FaultyEngine)) as server:
         async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
             await ws.send(START)
             await ws.send(json.dumps({"type": "source", "text": "es HÄNGT"}))
@@ -130,7 +127,7 @@ async def test_failed_batches_are_retried_alone_a_bounded_number_of_times() -> N
     allowed in a row, the third sentence ends the session (without a bound it would go on)."""
     for retries, survives in ((2, False), (5, True)):
         config = ServerConfig(port=0, step_retries=retries)
-        async with running(config, lambda: engine(BatchBugEngine)) as server:
+        async with running(config, lambda: faulty(BatchBugEngine)) as server:
             async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
                 await ws.send(START)
                 finals, errors = 0, []
@@ -150,6 +147,7 @@ async def test_failed_batches_are_retried_alone_a_bounded_number_of_times() -> N
             ] == 200  # one session's failure is not the worker's
 
 
+@pytest.mark.slow
 async def test_serve_exits_non_zero_when_the_worker_dies() -> None:
     """`simulmt serve` in a child process, its engine patched to kill the worker on TOT."""
     script = (
@@ -201,15 +199,13 @@ E.Engine.encode_many = encode_many
 """
 
 
+@pytest.mark.slow
 async def test_workers_restart_a_process_whose_worker_died(tmp_path: Path) -> None:
     """`serve --workers 2`: the process whose worker died exits 3 and is started again on its
     port; the other one never stops. The fault comes from a sitecustomize on PYTHONPATH,
     which every child process imports."""
     (tmp_path / "sitecustomize.py").write_text(KILL_ON_TOT, encoding="utf-8")
-    with socket.socket() as a, socket.socket() as b:
-        a.bind(("127.0.0.1", 0))
-        b.bind(("127.0.0.1", 0))
-        base = a.getsockname()[1]
+    base = free_ports(2)  # the workers take base and base + 1
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "simulmt.cli", "serve", "--tiny", "--workers", "2",

@@ -4,44 +4,25 @@ Prometheus scrape reads after real sessions ran; behind the token or on its own 
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import re
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 from simulmt.server.app import CaptionServer
 from simulmt.server.config import PROTOCOL, ServerConfig
 from simulmt.server.protocol import ErrorCode
-from simulmt.server.stream import StartOptions, paced, run_stream
 from websockets.asyncio.client import connect
 
-from simulmt.engine import Engine
+from simulmt.client.stream import StartOptions, paced, run_stream
+from tests._server_helpers import engine, running
 
 TEXT = "ich habe heute einen Brief geschrieben . das Wetter ist schön . wir gehen"
 START = json.dumps({"type": "start", "protocol": PROTOCOL, "policy": "wait-k:k=2"})
 DASHBOARD = Path(__file__).parents[1] / "deploy" / "grafana-dashboard.json"
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-@functools.cache
-def engine() -> Engine:
-    return Engine.tiny(0)
-
-
-@asynccontextmanager
-async def running(config: ServerConfig) -> AsyncIterator[CaptionServer]:
-    server = CaptionServer(config, load=engine, model_name="tiny")
-    await server.start()
-    try:
-        await server.wait_ready()
-        yield server
-    finally:
-        await server.stop()
 
 
 def get(url: str, token: str | None = None) -> tuple[int, str, str]:

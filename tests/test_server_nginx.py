@@ -9,7 +9,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import urllib.request
@@ -19,36 +18,18 @@ import pytest
 from simulmt.server.config import PROTOCOL
 from websockets.asyncio.client import connect
 
+from tests._server_helpers import free_ports
+
 NGINX = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/sbin")
 CONF = Path(__file__).resolve().parents[1] / "deploy" / "nginx.conf"
 SERVING = re.compile(r"serving (\S+) on http://127\.0\.0\.1:(\d+)/ .*instance (\w+)")
 pytestmark = [
     pytest.mark.nginx,
+    pytest.mark.slow,
     pytest.mark.skipif(
         NGINX is None, reason="Debian's nginx is not installed (`apt-get install nginx`)"
     ),
 ]
-
-
-def free_ports(n: int) -> int:
-    """A port p such that p..p+n-1 are all free right now."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            base = int(probe.getsockname()[1])
-        held = []
-        try:
-            for port in range(base, base + n):
-                sock = socket.socket()
-                held.append(sock)
-                sock.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for sock in held:
-                sock.close()
-    raise RuntimeError(f"no {n} consecutive free ports")
 
 
 def _children(pid: int) -> list[int]:

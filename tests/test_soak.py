@@ -15,6 +15,7 @@ import pytest
 SOAK = Path(__file__).resolve().parents[1] / "bench" / "soak.py"
 pytestmark = [
     pytest.mark.nginx,
+    pytest.mark.slow,
     pytest.mark.skipif(
         (shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/sbin")) is None,
         reason="Debian's nginx is not installed (`apt-get install nginx`)",
