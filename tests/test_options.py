@@ -160,6 +160,8 @@ def test_search_options_and_session_take_the_new_names_and_warn_on_the_old() -> 
 
 def test_a_session_refuses_a_beam_given_twice() -> None:
     engine = Engine.tiny()
+    with pytest.warns(DeprecationWarning, match="use segment_lookahead="):
+        Session(engine, lookahead=1)
     with pytest.raises(ValueError, match="not both"):
         Session(engine, beam=3, options=SearchOptions(beam=1))
     assert Session(engine, beam=3).search.opts.beam == 3

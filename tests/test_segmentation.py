@@ -222,7 +222,7 @@ def test_no_word_is_dropped_and_no_sentence_passes_the_limit(
         engine,
         policy="wait-k:k=2",
         segmentation=mode.split("-")[0],
-        lookahead=lookahead,
+        segment_lookahead=lookahead,
         detector=detector,
         limits=SessionLimits(max_sentence_words=max_words, cut_window=window),
         tentative=False,
