@@ -226,6 +226,10 @@ async def run_load(
 
 def server_argv(args: argparse.Namespace, max_batch: int) -> list[str]:
     argv = ["--max-batch", str(max_batch), "--max-sessions", "2000"]
+    # every load client comes from 127.0.0.1: lift the per-address admission limits (#52), as
+    # an operator's load test would (bench/soak_deploy.py lifts nginx's the same way)
+    argv += ["--max-sessions-per-ip", "100000", "--max-connections-per-ip", "100000",
+             "--max-unstarted", "100000"]  # fmt: skip
     argv += ["--tiny"] if args.tiny else (["--model", str(args.model)] if args.model else [])
     argv += ["--dtype", args.dtype, *shlex.split(args.server_args)]
     return argv + (["--threads", str(args.threads)] if args.threads else [])
