@@ -200,18 +200,12 @@ def run(args: argparse.Namespace) -> int:
 
 def run_config_from_args(args: argparse.Namespace) -> RunConfig:
     """The simulation options of the command line (sentence-level and long-form runs)."""
-    settings = session_settings(
-        argparse.Namespace(**{**vars(args), "input_kind": _input_kind(args)})
-    )
+    # `--input-kind auto` reads text until `load_for_run`, which knows whether the model has
+    # a restorer, decides
     return RunConfig(
-        **search_settings(args), **settings, batch_size=args.batch_size, jobs=args.jobs
-    )
-
-
-def _input_kind(args: argparse.Namespace) -> str:
-    """`--input-kind auto` as the engine reads it; the choice of `auto` by the model is made
-    in `load_for_run`, which knows whether the model has a restorer (text until then)."""
-    return InputKind.TEXT.value if args.input_kind == "auto" else str(args.input_kind)
+        **search_settings(args), **session_settings(args), batch_size=args.batch_size,
+        jobs=args.jobs,
+    )  # fmt: skip
 
 
 def load_for_run(args: argparse.Namespace, specs: list[str]) -> tuple[Engine, RunConfig]:

@@ -13,6 +13,7 @@ from simulmt.search.loops import beam_bans, cycle_bans
 from simulmt.search.online import stop_pieces
 from simulmt.search.options import SearchOptions
 from simulmt.session import Session
+from tests._model_helpers import Favour
 
 
 def third_copy(tokens: list[int], max_cycle: int) -> bool:
@@ -75,26 +76,13 @@ def test_writing_only_unbanned_tokens_never_puts_two_stops_together(start: list[
     assert not third_copy(tokens, n)
 
 
-class _Favour(torch.nn.Module):
-    """An output layer that adds `boost` to one token's logit: a model that wants that token."""
-
-    def __init__(self, inner: torch.nn.Module, token: int, boost: float) -> None:
-        super().__init__()
-        self.inner, self.token, self.boost = inner, token, boost
-
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        out = self.inner(h).clone()  # (..., V)
-        out[..., self.token] += self.boost
-        return out
-
-
 @pytest.mark.parametrize("beam", [1, 3])
 def test_a_model_that_wants_to_stop_early_writes_no_double_stop_with_the_guard(beam: int) -> None:
     """When its sentence is complete but the source goes on, a model may not write EOS and
     writes "Tokyo.." instead; the guard leaves one stop and makes it go on with words."""
     engine = Engine.tiny(seed=0)
     dot = next(i for i in stop_pieces(engine.tokenizer) if engine.tokenizer.piece(i) == ".")
-    engine.model.out_proj = _Favour(engine.model.out_proj, dot, 8.0)  # type: ignore[assignment]
+    engine.model.out_proj = Favour(engine.model.out_proj, dot, 8.0)  # type: ignore[assignment]
     text = "der Hund sieht die Katze und die Katze sieht den Hund am Morgen ."
     outputs = {}
     for guard in (0, 8):

@@ -22,26 +22,13 @@ from simulmt.search.step import StepRequest, StepResult
 from simulmt.search.stops import StopRule, end_pieces
 from simulmt.segment.model import SegmenterConfig, SegmenterNet
 from simulmt.session import Session
-
-
-class _Favour(torch.nn.Module):
-    """Output projection that adds `boost` to the stop's logit: a model that ends its sentence
-    whenever it can (what the bundled model does on short prefixes, made likely)."""
-
-    def __init__(self, inner: torch.nn.Module, token: int, boost: float) -> None:
-        super().__init__()
-        self.inner, self.token, self.boost = inner, token, boost
-
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        out = self.inner(h).clone()  # (..., V)
-        out[..., self.token] += self.boost
-        return out
+from tests._model_helpers import Favour
 
 
 def _engine(boost: float) -> Engine:
     engine = Engine.tiny(seed=0)
     dot = next(i for i, text, _ in end_pieces(engine.tokenizer) if text == ".")
-    engine.model.out_proj = _Favour(engine.model.out_proj, dot, boost)  # type: ignore[assignment]
+    engine.model.out_proj = Favour(engine.model.out_proj, dot, boost)  # type: ignore[assignment]
     engine.segmenter = SegmenterNet(SegmenterConfig(buckets=64, dim=4, hidden=4)).eval()
     return engine
 

@@ -307,12 +307,13 @@ def add_session_arguments(
 
 
 def session_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """The `Session` keywords that `add_session_arguments` set (input kind `auto` is the
-    caller's to resolve first)."""
+    """The `Session` keywords that `add_session_arguments` set. Input kind `auto` (eval) is
+    text here: the caller turns it into recognizer once it knows the model has a restorer."""
+    kind = InputKind.TEXT if args.input_kind == "auto" else InputKind(args.input_kind)
     return {
         "segmentation": Segmentation(args.segmentation),
         "segment_lookahead": args.segment_lookahead,
-        "input_kind": InputKind(args.input_kind),
+        "input_kind": kind,
         "restore_lookahead": args.restore_lookahead,
         "drop_fillers": not args.keep_fillers,
         "localise_numbers": not args.keep_number_format,
