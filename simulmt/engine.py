@@ -16,14 +16,13 @@ from simulmt.data.tokenizer import Tokenizer
 from simulmt.model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
 from simulmt.model.devices import DeviceError, resolve_device
 from simulmt.model.int8 import FbgemmInt8Linear, Int8Linear, quantize_linears
-from simulmt.model.layers import append_kv, pack_kv, stack_kv, unstack_kv
+from simulmt.model.layers import Packing, append_kv, pack_kv, stack_kv, unstack_kv
 from simulmt.model.pool import KVPool, PoolShape
 from simulmt.model.precision import choose_precision
 from simulmt.model.runtime import AUTO_DTYPE, DTYPE_NAMES
 from simulmt.model.state import SourceState
 from simulmt.model.transformer import SimulTransformer
 from simulmt.restore.model import RestorerNet, load_restorer
-from simulmt.search.offline import pad_batch
 from simulmt.search.step import StepRequest, StepResult, run_step
 from simulmt.segment.model import SegmenterNet, load_segmenter
 
@@ -191,19 +190,12 @@ class Engine:
         caches. The one encode path, a lone stream included; returns the time in ms."""
         start = time.perf_counter()
         spans = [self._tokenize(source, ws) for source, ws in zip(sources, words, strict=True)]
-        new_ids = [ids for ids, _ in spans]
-        # every group's model work first, then every source changes: a failure part-way (an
+        todo = [i for i, (ids, _) in enumerate(spans) if ids]
+        # all the model work first, then every source changes: a failure part-way (an
         # internal error) leaves all sources as they were, so a retry encodes each word once
-        encoded = [
-            (rows, *self._encode_rows([sources[i] for i in rows], [new_ids[i] for i in rows]))
-            for rows in _encoder_groups(new_ids)
-        ]
-        for rows, enc, cross in encoded:
-            for r, i in enumerate(rows):
-                n = len(new_ids[i])
-                self._extend(
-                    sources[i], new_ids[i], enc[:, r : r + 1, :, :n], cross[:, r : r + 1, :, :n]
-                )
+        encoded = self._encode_rows([sources[i] for i in todo], [spans[i][0] for i in todo])
+        for i, (enc, cross) in zip(todo, encoded, strict=True):
+            self._extend(sources[i], spans[i][0], enc, cross)
         for source, (_, ends) in zip(sources, spans, strict=True):
             source.ends += ends
         ms = (time.perf_counter() - start) * 1000
@@ -233,11 +225,13 @@ class Engine:
 
     def _encode_rows(
         self, sources: Sequence[SourceState], new_ids: Sequence[list[int]]
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """One encoder pass over the new tokens of `sources` (changes none of them): their
-        encoder K/V (2L_enc, B, H, T, dh) and cross-attention K/V (2L_dec, B, H, T, dh), row b
-        valid up to len(new_ids[b]). One stream needs no padding: the plain causal pass extends
-        its cache (the padded pass would first copy all of it)."""
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """One encoder pass over the new tokens of `sources` (changes none of them): per
+        source, its new tokens' encoder K/V (2L_enc, 1, H, n, dh) and cross-attention K/V
+        (2L_dec, 1, H, n, dh). One stream extends its cache with the plain causal pass; many
+        go through `encode_packed`, their tokens packed into one matrix."""
+        if not sources:
+            return []
         if len(sources) == 1:
             source, start = sources[0], len(sources[0].ids)
             ids = torch.tensor([new_ids[0]], dtype=torch.long)  # (1, n)
@@ -245,24 +239,30 @@ class Engine:
             memory, grown = self.model.encode(ids, past=past, start=start)
             new_kv = [(k[:, :, start:], v[:, :, start:]) for k, v in grown]  # (1, H, n, dh) each
             enc = stack_kv(new_kv)  # (2L_enc, 1, H, n, dh)
-            return enc, stack_kv(self.model.cross_kv(memory))  # (2L_dec, 1, H, n, dh)
+            return [(enc, stack_kv(self.model.cross_kv(memory)))]  # (2L_dec, 1, H, n, dh)
         cfg = self.model.cfg
-        lengths = torch.tensor([len(x) for x in new_ids])  # (B,)
-        past_lengths = torch.tensor([len(s.ids) for s in sources])  # (B,)
-        src = pad_batch(new_ids)  # (B, T)
-        p = int(past_lengths.max())
-        past = None
-        t = src.shape[1]
-        if p > 0:  # per stream all layers at once: (2L, 1, H, P_b, dh) padded to P (+T free)
-            empty = torch.zeros(
-                2 * cfg.enc_layers, 1, cfg.n_heads, 0, cfg.head_dim, dtype=self.model.dtype
-            )
-            blocks = [empty if s.enc_kv is None else s.enc_kv for s in sources]
-            past = unstack_kv(pack_kv(blocks, p + t, room=t))  # (B, H, P+T, dh) each
-        memory, new_kv = self.model.encode_ragged(src, lengths, past, past_lengths)
-        enc = stack_kv(new_kv)  # (2L_enc, B, H, T, dh)
-        cross = stack_kv(self.model.cross_kv(memory))  # (2L_dec, B, H, T, dh)
-        return enc, cross
+        order = sorted(range(len(sources)), key=lambda i: len(new_ids[i]))  # groups by count
+        counts = [len(new_ids[i]) for i in order]
+        past_lengths = [len(sources[i].ids) for i in order]
+        packing = Packing.of(counts, past_lengths)
+        p, t = packing.past, counts[-1]
+        empty = torch.zeros(
+            2 * cfg.enc_layers, 1, cfg.n_heads, 0, cfg.head_dim, dtype=self.model.dtype
+        )
+        blocks = [sources[i].enc_kv for i in order]
+        buf = pack_kv([empty if b is None else b for b in blocks], p + t, room=t)  # (2L_enc, B, H, P+T, dh), caches zero-padded
+        ids = torch.tensor([tok for i in order for tok in new_ids[i]], dtype=torch.long)  # (M,)
+        positions = torch.tensor(
+            [n + j for n, c in zip(past_lengths, counts, strict=True) for j in range(c)]
+        )  # (M,)
+        memory = self.model.encode_packed(ids, positions, unstack_kv(buf), packing)  # (M, D)
+        cross = stack_kv(self.model.cross_kv(memory.unsqueeze(0)))  # (2L_dec, 1, H, M, dh)
+        out: list[tuple[torch.Tensor, torch.Tensor]] = [None] * len(order)  # type: ignore[list-item]
+        first = 0
+        for r, (i, n) in enumerate(zip(order, counts, strict=True)):
+            out[i] = (buf[:, r : r + 1, :, p : p + n], cross[:, :, :, first : first + n])
+            first += n
+        return out
 
     def step(self, requests: Sequence[StepRequest]) -> list[StepResult]:
         """One batched decoder step (`run_step`), its time counted in `compute_ms`."""
@@ -300,24 +300,3 @@ def precision_of(model: SimulTransformer) -> str:
     if any(isinstance(m, (Int8Linear, FbgemmInt8Linear)) for m in model.modules()):
         return "int8"
     return {v: k for k, v in DTYPES.items() if k != "int8"}.get(model.dtype, str(model.dtype))
-
-
-PAD_WASTE_LIMIT = 32  # padded token rows one encoder call may carry before it is split
-
-
-def _encoder_groups(new_ids: Sequence[list[int]]) -> list[list[int]]:
-    """Stream indices to encode together. One call, right-padded to the longest new span,
-    unless padding would waste more than PAD_WASTE_LIMIT token rows (a long word among many
-    short ones); then one call per span length: each call has a fixed cost, so few rows are
-    cheaper padded and many rows cheaper grouped."""
-    rows = [i for i, ids in enumerate(new_ids) if ids]
-    if not rows:
-        return []
-    longest = max(len(new_ids[i]) for i in rows)
-    waste = sum(longest - len(new_ids[i]) for i in rows)
-    if waste <= PAD_WASTE_LIMIT:
-        return [rows]
-    groups: dict[int, list[int]] = {}
-    for i in rows:
-        groups.setdefault(len(new_ids[i]), []).append(i)
-    return list(groups.values())

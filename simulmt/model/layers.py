@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -83,6 +84,39 @@ def _spare_capacity(view: torch.Tensor) -> int:
 def unstack_kv(block: torch.Tensor) -> list[KV]:
     """The inverse of `stack_kv`, as views: per layer (B, H, S, dh) keys and values."""
     return [(block[2 * i], block[2 * i + 1]) for i in range(block.shape[0] // 2)]
+
+
+@dataclass(frozen=True)
+class Packing:
+    """How the new tokens of B streams lie in one (M, D) matrix for a packed encoder pass:
+    streams sorted by their count of new tokens, stream by stream; `groups` are (lo, hi, t, a):
+    streams lo..hi-1 each bring t tokens, rows a..a+(hi-lo)*t of the matrix. `past`: P, the
+    longest cache; `masks`: per group (hi-lo, 1, t, P+t), the cache's real positions and the
+    causal mask over the new ones."""
+
+    groups: tuple[tuple[int, int, int, int], ...]
+    past: int
+    masks: tuple[torch.Tensor, ...]
+
+    @classmethod
+    def of(cls, counts: Sequence[int], past_lengths: Sequence[int]) -> Packing:
+        """`counts` (ascending) new tokens and `past_lengths` cached positions per stream."""
+        p = max(past_lengths)
+        ok = torch.arange(p).unsqueeze(0) < torch.tensor(past_lengths).unsqueeze(1)  # (B, P)
+        groups, masks = [], []
+        lo = a = 0
+        while lo < len(counts):
+            t = counts[lo]
+            hi = lo
+            while hi < len(counts) and counts[hi] == t:
+                hi += 1
+            causal = torch.ones(t, t, dtype=torch.bool).tril().expand(hi - lo, t, t)
+            mask = torch.cat([ok[lo:hi].unsqueeze(1).expand(hi - lo, t, p), causal], dim=2)
+            masks.append(mask.unsqueeze(1))  # (n, 1, t, P+t)
+            groups.append((lo, hi, t, a))
+            a += (hi - lo) * t
+            lo = hi
+        return cls(tuple(groups), p, tuple(masks))
 
 
 class Dropout(nn.Dropout):
@@ -175,6 +209,27 @@ class EncoderLayer(nn.Module):
         x = x + _drop(self.drop, a)
         x = x + _drop(self.drop, self.ff(_ln(self.ln_ff, x)))
         return x, (k, v)
+
+    def forward_packed(self, x: torch.Tensor, past: KV, packing: Packing) -> torch.Tensor:
+        """Inference over the new tokens of many streams as one matrix x (M, D), laid out as
+        `packing` says; past: (B, H, P+T, dh) caches padded to P, where each group's new
+        K/V is written at P..P+t-1. Every linear layer runs on the M tokens at once, with no
+        padding; attention runs per group of streams with equally many new tokens. -> (M, D)"""
+        h = _ln(self.ln_attn, x)
+        q = self.attn.q_proj(h)  # (M, D)
+        k, v = self.attn.kv_proj(h).chunk(2, dim=-1)  # (M, D) each
+        heads, dh, p = past[0].shape[1], past[0].shape[3], packing.past
+        outs = []
+        for (lo, hi, t, a), mask in zip(packing.groups, packing.masks, strict=True):
+            n, m = hi - lo, (hi - lo) * t
+            keys, values = past[0][lo:hi, :, : p + t], past[1][lo:hi, :, : p + t]
+            keys[:, :, p:] = k[a : a + m].view(n, t, heads, dh).transpose(1, 2)  # (n, H, t, dh)
+            values[:, :, p:] = v[a : a + m].view(n, t, heads, dh).transpose(1, 2)
+            qg = q[a : a + m].view(n, t, heads, dh).transpose(1, 2)  # (n, H, t, dh)
+            o = F.scaled_dot_product_attention(qg, keys, values, attn_mask=mask)  # (n, H, t, dh)
+            outs.append(o.transpose(1, 2).reshape(m, heads * dh))
+        x = x + self.attn.out_proj(torch.cat(outs) if len(outs) > 1 else outs[0])  # (M, D)
+        return x + self.ff(_ln(self.ln_ff, x))
 
 
 class DecoderLayer(nn.Module):

@@ -15,7 +15,7 @@ from torch import nn
 
 from simulmt.data.vocab import PAD_ID
 from simulmt.model.config import ModelConfig
-from simulmt.model.layers import KV, DecoderLayer, Dropout, EncoderLayer, stack_kv
+from simulmt.model.layers import KV, DecoderLayer, Dropout, EncoderLayer, Packing, stack_kv
 
 
 def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
@@ -100,33 +100,21 @@ class SimulTransformer(nn.Module):
             new_past.append(kv)
         return self.enc_ln(x), new_past
 
-    def encode_ragged(
-        self,
-        src: torch.Tensor,
-        lengths: torch.Tensor,
-        past: list[KV] | None,
-        past_lengths: torch.Tensor,
-    ) -> tuple[torch.Tensor, list[KV]]:
-        """Encode new tokens of B streams at once, each with its own cache length.
+    def encode_packed(
+        self, ids: torch.Tensor, positions: torch.Tensor, past: list[KV], packing: Packing
+    ) -> torch.Tensor:
+        """Encode the new tokens of B streams at once, each with its own cache length.
 
-        src: (B, T) new tokens, right-padded (row b has lengths[b]); past: per layer
-        (B, H, P+T, dh): caches right-padded to P (row b holds past_lengths[b] positions) plus T
-        free slots that are filled in place. Returns memory (B, T, D) and per layer the new
-        positions' K/V (B, H, T, dh); pads are garbage.
-        """
-        b, t = src.shape
-        p = 0 if past is None else past[0][0].shape[2] - t
-        positions = past_lengths.unsqueeze(1) + torch.arange(t).unsqueeze(0)  # (B, T)
-        x = self.embed_tokens(src, torch.minimum(positions, torch.tensor(self.cfg.max_len - 1)))
-        past_ok = torch.arange(p).unsqueeze(0) < past_lengths.unsqueeze(1)  # (B, P)
-        causal = torch.ones(t, t, dtype=torch.bool).tril()  # (T, T)
-        mask = torch.cat([past_ok.unsqueeze(1).expand(b, t, p), causal.expand(b, t, t)], dim=2)
-        mask = mask.unsqueeze(1)  # (B, 1, T, P+T)
-        new_kv: list[KV] = []
-        for i, layer in enumerate(self.encoder):
-            x, (k, v) = layer(x, past[i] if past is not None else None, mask, room=True)
-            new_kv.append((k[:, :, p:], v[:, :, p:]))  # (B, H, T, dh)
-        return self.enc_ln(x), new_kv
+        ids, positions: (M,) the new tokens of every stream and their positions, packed as
+        `packing` says (no padding); past: per layer (B, H, P+T, dh), the caches right-padded
+        with zeros to P plus room for the new tokens, whose K/V is written there in place.
+        Returns memory (M, D). Every linear layer sees the M real tokens as one matrix, so a
+        turn where streams bring 1, 2 or 5 tokens is one pass with no padded rows."""
+        x = self.embed_tokens(ids.unsqueeze(0), positions.unsqueeze(0))[0]  # (M, D)
+        layers: list[EncoderLayer] = list(self.encoder)  # type: ignore[arg-type]
+        for i, layer in enumerate(layers):
+            x = layer.forward_packed(x, past[i], packing)
+        return self.enc_ln(x)
 
     def cross_kv(self, memory: torch.Tensor) -> list[KV]:
         """memory (B, S, D) -> per decoder layer cross-attention K/V, (B, H, S, dh) each."""
