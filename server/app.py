@@ -61,7 +61,6 @@ class CaptionServer:
             load,
             max_batch=config.max_batch,
             batch_window_s=config.batch_window_ms / 1000,
-            encode_wait_s=config.encode_wait_ms / 1000,
             steps_per_turn=config.steps_per_turn,
             step_retries=config.step_retries,
             on_batch=self.metrics.observe_batch,

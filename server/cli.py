@@ -141,14 +141,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="wait up to MS after work arrives for more sessions to batch with (default "
         f"{d.batch_window_ms:g}: none)",
     )
-    parser.add_argument(
-        "--encode-wait-ms",
-        type=float,
-        default=d.encode_wait_ms,
-        metavar="MS",
-        help="while sessions are mid-word, let new words wait up to MS to be encoded together "
-        f"(fewer encoder passes under load; default {d.encode_wait_ms:g}: never wait)",
-    )
     add_guard_arguments(parser)  # --loop-guard, --premature-stops, for every session
     parser.add_argument(
         "--live-max-sentence-words",
@@ -196,7 +188,6 @@ def config_from_args(args: argparse.Namespace, *, port: int | None = None) -> Se
         worker_stall_s=args.worker_stall_s,
         max_batch=args.max_batch,
         batch_window_ms=args.batch_window_ms,
-        encode_wait_ms=args.encode_wait_ms,
         steps_per_turn=args.steps_per_turn,
         loop_guard=args.loop_guard,
         premature_stops=PrematureStops(args.premature_stops),
@@ -316,8 +307,6 @@ def _child_args(args: argparse.Namespace, *, port: int, threads: int) -> list[st
         str(args.max_batch),
         "--batch-window-ms",
         str(args.batch_window_ms),
-        "--encode-wait-ms",
-        str(args.encode_wait_ms),
         "--steps-per-turn",
         str(args.steps_per_turn),
         "--loop-guard",

@@ -82,9 +82,6 @@ class ServerConfig:
     # after work arrives, wait up to this long for more sessions to join the batch (0: never):
     # fewer, fuller batches under load, at the price of this much latency when idle
     batch_window_ms: float = 0.0
-    # while sessions are mid-word, new words wait up to this long to be encoded together
-    # (one encoder pass costs nearly as much for one stream as for five); 0: never wait
-    encode_wait_ms: float = 0.0
     steps_per_turn: int = 1  # decoder steps per worker turn before updates go out
     # transport cap: frames above this are cut by websockets itself (1009, no `error` first)
     hard_max_bytes: int = 1024 * 1024
@@ -135,8 +132,6 @@ class ServerConfig:
             raise ValueError(f"steps_per_turn must be >= 1, got {self.steps_per_turn}")
         if self.batch_window_ms < 0:
             raise ValueError(f"batch_window_ms must be >= 0, got {self.batch_window_ms}")
-        if self.encode_wait_ms < 0:
-            raise ValueError(f"encode_wait_ms must be >= 0, got {self.encode_wait_ms}")
         if self.max_beam < 1:
             raise ValueError(f"max_beam must be >= 1, got {self.max_beam}")
         if self.loop_guard < 0:

@@ -39,7 +39,6 @@ class Stream:
     held: list[Marker] = field(default_factory=list)  # markers waiting for the session to finish
     paused: bool = False  # its reader is slow: take none of its ops (guarded by the lock)
     failures: int = 0  # batched turns in a row that failed with this session in them
-    since: float = 0.0  # monotonic time its oldest op waiting in the worker arrived
 
 
 @dataclass
@@ -64,7 +63,6 @@ class Worker:
         words_per_turn: int = 32,
         steps_per_turn: int = 1,
         batch_window_s: float = 0.0,
-        encode_wait_s: float = 0.0,
         step_retries: int = 2,
         on_batch: Callable[[int, float, bool], None] | None = None,
     ) -> None:
@@ -75,9 +73,6 @@ class Worker:
         self.on_batch = on_batch
         self.turn_since: float | None = None  # monotonic start of the turn running, if any
         self.batch_window_s = batch_window_s
-        # while other sessions are mid-word, new words may wait this long to be encoded
-        # together: one encoder pass costs about as much for one stream as for five
-        self.encode_wait_s = encode_wait_s
         self._load = load
         self.max_batch = max_batch
         self.steps_per_turn = steps_per_turn  # decoder steps per turn before updates go out
@@ -131,8 +126,6 @@ class Worker:
 
     def submit(self, stream: Stream, op: Op) -> None:
         with self._cond:
-            if not stream.ops:
-                stream.since = time.monotonic()
             stream.ops.append(op)
             self._pending.setdefault(id(stream), stream)
             self._cond.notify()
@@ -239,37 +232,17 @@ class Worker:
         return any(not s.paused for s in self._pending.values())
 
     def _take_batch(self) -> list[tuple[Stream, list[Op]]]:
-        """Up to max_batch unpaused streams with their ops, oldest first. Streams that only
-        bring new words wait (`encode_wait_s`) while others are mid-word, unless their oldest
-        word has waited that long already: their words are then encoded in one pass."""
-        fresh_ok = self._fresh_due()
+        """Up to max_batch unpaused streams with their ops, oldest first."""
         batch: list[tuple[Stream, list[Op]]] = []
         for key in list(self._pending):
             if len(batch) == self.max_batch:
                 break
             stream = self._pending[key]
-            if stream.paused:  # a paused one stays pending; set_paused(False) wakes us
-                continue
-            if not fresh_ok and key not in self._continuing:
-                continue
-            del self._pending[key]
-            batch.append((stream, stream.ops))
-            stream.ops = []
+            if not stream.paused:  # a paused one stays pending; set_paused(False) wakes us
+                del self._pending[key]
+                batch.append((stream, stream.ops))
+                stream.ops = []
         return batch
-
-    def _fresh_due(self) -> bool:
-        """Whether streams with new words only join this turn (lock held): always when no
-        stream is mid-word (nothing else would run) or waiting is off; else once the oldest
-        new word has waited `encode_wait_s`."""
-        if self.encode_wait_s <= 0:
-            return True
-        busy = [k for k in self._continuing if k in self._pending and not self._pending[k].paused]
-        if not busy:
-            return True
-        fresh = [
-            s.since for k, s in self._pending.items() if k not in self._continuing and not s.paused
-        ]
-        return bool(fresh) and time.monotonic() - min(fresh) >= self.encode_wait_s
 
     def _give_back(self, stream: Stream, ops: list[Op]) -> None:
         """Ops a turn did not reach go first in line, the stream to the back (round robin)."""

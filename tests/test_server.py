@@ -174,8 +174,6 @@ async def test_batching_window_and_steps_per_turn_keep_outputs() -> None:
         assert tuple(log.finals()) == reference_finals(policy, text), policy
     with pytest.raises(ValueError, match="batch_window_ms must be >= 0"):
         ServerConfig(batch_window_ms=-1)
-    with pytest.raises(ValueError, match="encode_wait_ms must be >= 0"):
-        ServerConfig(encode_wait_ms=-1)
     with pytest.raises(ValueError, match="steps_per_turn must be >= 1"):
         ServerConfig(steps_per_turn=0)
 
@@ -205,53 +203,6 @@ async def test_batching_window_gathers_staggered_arrivals(
     finally:
         worker.stop()
     assert worker.stats.max_batch == expected_max_batch
-
-
-@pytest.mark.parametrize(("wait_s", "together"), [(0.0, False), (0.4, True)])
-async def test_new_words_wait_to_be_encoded_together_while_others_are_mid_word(
-    wait_s: float, together: bool
-) -> None:
-    """Stream A is mid-sentence (each decoder step made to take 20 ms); B's word arrives,
-    then C's 100 ms later. Without `encode_wait_s` B is encoded by the next turn, alone; with
-    it, B waits (up to 0.4 s) and both go through one encoder pass. Both translate either way."""
-    import time
-
-    from simulmt.server.ops import Op, OpKind
-    from simulmt.server.worker import Stream, Worker
-
-    eng = engine()
-    passes: list[set[tuple[str, ...]]] = []  # the new words of each encoder pass
-    real_encode, real_step = eng.encode_many, eng.step
-
-    def encode_many(sources, words):  # type: ignore[no-untyped-def]
-        passes.append({tuple(w) for w in words if w})
-        return real_encode(sources, words)
-
-    def step(requests):  # type: ignore[no-untyped-def]
-        time.sleep(0.02)
-        return real_step(requests)
-
-    eng.encode_many, eng.step = encode_many, step  # type: ignore[method-assign]
-    worker = Worker(lambda: eng, max_batch=8, encode_wait_s=wait_s)
-    worker.start(asyncio.get_running_loop())
-    await worker.wait_loaded()
-    got: dict[str, list[object]] = {"a": [], "b": [], "c": []}
-    streams = {k: Stream(Session(eng, policy="wait-k:k=1"), got[k].append) for k in got}
-    try:
-        worker.submit(streams["a"], Op(OpKind.FEED, tuple(SENTENCES[0].split())))
-        await asyncio.sleep(0.1)  # A is mid-word now, for far longer than this test
-        worker.submit(streams["b"], Op(OpKind.FEED, ("Hallo",)))
-        await asyncio.sleep(0.1)
-        worker.submit(streams["c"], Op(OpKind.FEED, ("Haus",)))
-        for _ in range(150):
-            if got["b"] and got["c"]:
-                break
-            await asyncio.sleep(0.02)
-    finally:
-        worker.stop()
-        del eng.encode_many, eng.step  # the shared engine's own methods again
-    assert got["b"] and got["c"]
-    assert any({("Hallo",), ("Haus",)} <= p for p in passes) == together
 
 
 async def test_resuming_a_stream_given_back_mid_work_wakes_the_worker() -> None:
