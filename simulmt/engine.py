@@ -250,7 +250,8 @@ class Engine:
             2 * cfg.enc_layers, 1, cfg.n_heads, 0, cfg.head_dim, dtype=self.model.dtype
         )
         blocks = [sources[i].enc_kv for i in order]
-        buf = pack_kv([empty if b is None else b for b in blocks], p + t, room=t)  # (2L_enc, B, H, P+T, dh), caches zero-padded
+        # (2L_enc, B, H, P+T, dh): the caches zero-padded to P, room for the new tokens after
+        buf = pack_kv([empty if b is None else b for b in blocks], p + t, room=t)
         ids = torch.tensor([tok for i in order for tok in new_ids[i]], dtype=torch.long)  # (M,)
         positions = torch.tensor(
             [n + j for n, c in zip(past_lengths, counts, strict=True) for j in range(c)]
