@@ -258,12 +258,12 @@ class Engine:
         )  # (M,)
         memory = self.model.encode_packed(ids, positions, unstack_kv(buf), packing)  # (M, D)
         cross = stack_kv(self.model.cross_kv(memory.unsqueeze(0)))  # (2L_dec, 1, H, M, dh)
-        out: list[tuple[torch.Tensor, torch.Tensor]] = [None] * len(order)  # type: ignore[list-item]
+        out: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # source index -> its K/V
         first = 0
         for r, (i, n) in enumerate(zip(order, counts, strict=True)):
             out[i] = (buf[:, r : r + 1, :, p : p + n], cross[:, :, :, first : first + n])
             first += n
-        return out
+        return [out[i] for i in range(len(sources))]
 
     def step(self, requests: Sequence[StepRequest]) -> list[StepResult]:
         """One batched decoder step (`run_step`), its time counted in `compute_ms`."""

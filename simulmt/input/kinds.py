@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import enum
 
+from simulmt.input.choice import parse_choice
+
 __all__ = ["InputKind"]
 
 
@@ -19,10 +21,4 @@ class InputKind(enum.Enum):
 
     @classmethod
     def parse(cls, value: str | InputKind) -> InputKind:
-        if isinstance(value, InputKind):
-            return value
-        try:
-            return cls(value)
-        except ValueError:
-            accepted = ", ".join(m.value for m in cls)
-            raise ValueError(f"unknown input kind {value!r}; accepted: {accepted}") from None
+        return parse_choice(cls, value, "input kind")

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from simulmt.input.choice import parse_choice
 from simulmt.input.words import ends_sentence
 
 if TYPE_CHECKING:  # no torch at import: clients import `Segmentation` from here
@@ -41,13 +42,7 @@ class Segmentation(enum.Enum):
 
     @classmethod
     def parse(cls, value: str | Segmentation) -> Segmentation:
-        if isinstance(value, Segmentation):
-            return value
-        try:
-            return cls(value)
-        except ValueError:
-            accepted = ", ".join(m.value for m in cls)
-            raise ValueError(f"unknown segmentation {value!r}; accepted: {accepted}") from None
+        return parse_choice(cls, value, "segmentation")
 
 
 class BoundaryDetector(Protocol):
