@@ -195,3 +195,32 @@ def test_one_option_name_and_one_default_in_eval_translate_and_serve() -> None:
         action = next(a for a in parser._actions if a.dest == "premature_stops")
         assert action.option_strings == ["--premature-stops"]
         assert list(action.choices or []) == [m.value for m in PrematureStops]
+
+
+
+def _first_redecode(mode: PrematureStops) -> tuple[int, ...]:
+    """Local agreement's first hypothesis (nothing committed yet) for TEXT pushed at once, on
+    a model that favours "." enough to end its sentence before the source does."""
+    first: list[tuple[int, ...]] = []
+    apply = OnlineSearch._apply_retranslation
+
+    def spy(self: OnlineSearch, s: StreamState, src: SourceView, res: StepResult) -> None:
+        apply(self, s, src, res)
+        if s.history and not first:
+            first.append(s.history[0])
+
+    opts = SearchOptions(premature_stops=mode, loop_guard=8)
+    with mock.patch.object(OnlineSearch, "_apply_retranslation", spy):
+        Session(ENGINES[3.0], policy="local-agreement:n=2", options=opts,
+                segmentation="client").push(TEXT)  # fmt: skip
+    return first[0]
+
+
+def test_a_local_agreement_redecode_ends_where_the_model_would_end_the_sentence() -> None:
+    """With MASK, a re-decode of an unfinished source is not pushed past a stop the model
+    wants: it ends there, without the stop (pushed on, it ran on and repeated phrases)."""
+    free = _first_redecode(PrematureStops.ALLOW)
+    masked = _first_redecode(PrematureStops.MASK)
+    assert len(masked) >= 3 and free[: len(masked)] == masked  # the same words up to the stop
+    assert free[len(masked)] in {i for i, _, _ in end_pieces(TOK)}  # where the model stopped
+    assert may_end_sentence(TOK.decode(list(free[: len(masked) + 1])))

@@ -22,7 +22,7 @@ from simulmt.policies import (
 )
 from simulmt.policies.heuristic import LocalAgreement
 
-from simulmt.data.vocab import EOS_ID
+from simulmt.data.vocab import BOS_ID, EOS_ID
 from simulmt.engine import Engine
 from simulmt.model.cache import StepKV
 from simulmt.search.beam import expand, finished, score
@@ -105,6 +105,28 @@ def test_eos_is_masked_until_the_source_is_complete() -> None:
     beam = BeamState.start()
     expand(beam, step_with(beam, logits), opts, allow_eos=True, max_len=10, src_len=3)
     assert len(beam.complete) == 1
+
+
+@pytest.mark.parametrize("beam_size", [1, 2])
+def test_an_ending_token_completes_the_hypothesis_without_itself(beam_size: int) -> None:
+    """`ends`: the row's best token ends it as EOS would, and is not written; a token that
+    is not among the ends is written as usual (greedy's fast path included)."""
+    logits = [[0.0] * V]
+    logits[0][7] = 10.0
+    logits[0][EOS_ID] = -100.0  # no EOS among the candidates: only the ending token completes
+    beam = BeamState.start([5])
+    expand(
+        beam, step_with(beam, logits), SearchOptions(beam=beam_size), allow_eos=True,
+        max_len=10, src_len=3, ends=[(0, 7)],
+    )
+    assert [h.tokens for h in beam.complete] == [(5,)]
+    assert 7 not in beam.tokens[:, -1].tolist()
+    beam = BeamState.start([5])
+    expand(
+        beam, step_with(beam, logits), SearchOptions(beam=beam_size), allow_eos=True,
+        max_len=10, src_len=3, ends=[(0, 8)],
+    )
+    assert beam.tokens[0].tolist() == [BOS_ID, 5, 7] and 8 not in beam.tokens[:, -1].tolist()
 
 
 def test_max_length_forces_the_end() -> None:

@@ -49,13 +49,16 @@ def expand(
     forbid: torch.Tensor | None = None,
     stops: frozenset[int] = frozenset(),
     bans: Sequence[tuple[int, int]] = (),
+    ends: Sequence[tuple[int, int]] = (),
 ) -> None:
     """Extend every hypothesis by one token: keep the best `opts.beam` non-EOS candidates
     (after threshold pruning); EOS candidates become complete hypotheses. `forbid` (V,) bool
     masks tokens that may not come next; `opts.loop_guard` bans, per hypothesis, the token that
     would repeat a short cycle a third time in a row and, after one of the `stops` pieces
     (sentence stops), another (simulmt.search.loops). `bans`: more (row, token) pairs that may
-    not come next (simulmt.search.stops)."""
+    not come next (simulmt.search.stops). `ends`: (row, token) pairs that end the hypothesis
+    as EOS would, the token left out (a re-decode of an unfinished source stops where the
+    model would end the sentence, rather than being pushed past it)."""
     if opts.loop_guard:
         bans = [*beam_bans(beam.tokens, max_cycle=opts.loop_guard, stops=stops), *bans]
     if (
@@ -65,6 +68,7 @@ def expand(
         and step.top != EOS_ID
         and (forbid is None or not bool(forbid[step.top]))
         and (0, step.top) not in bans
+        and (0, step.top) not in ends
         and not opts.needs_attention
         and beam.length < max_len
     ):  # greedy, and the best token is not EOS: the general path would keep exactly it
@@ -89,11 +93,12 @@ def expand(
         floor = max(floor, float(top_s[0]) + math.log(opts.rel_threshold))
     parents: list[int] = []
     tokens: list[int] = []
+    ending = set(ends)
     for s, i in zip(top_s.tolist(), top_i.tolist(), strict=True):
         if s == float("-inf") or s < floor or len(parents) == opts.beam:
             break
         parent, tok = divmod(i, vocab)
-        if tok == EOS_ID:
+        if tok == EOS_ID or (parent, tok) in ending:
             beam.complete.append(_complete(beam, parent, s, opts, src_len, step))
         else:
             parents.append(parent)

@@ -353,10 +353,11 @@ class OnlineSearch:
         at_boundary = beam.length == len(st.committed) and bool(st.committed)
         forbid = self._continuations_mask if at_boundary else None
         fin = self.source_finished(st, src)
-        expand(
+        expand(  # a re-decode ends where it would end the sentence too early (the rule's
+            # bans as ends): pushed past that point, it runs on and repeats phrases
             beam, res, self.opts, allow_eos=True, max_len=self.max_len(st), src_len=n,
             forbid=forbid, stops=stop_pieces(self.tokenizer),
-            bans=() if fin else self.stops.bans(st, beam.tokens),
+            ends=() if fin else self.stops.bans(st, beam.tokens),
         )
         if not finished(beam, self.opts, n):
             return
