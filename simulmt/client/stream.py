@@ -35,6 +35,10 @@ RETRY_CLOSE = (1001, 1006, 1011, 1012, 1013, 1014)
 # sends what is waiting in one frame (of at most COALESCE_CHARS characters). At speaking rate
 # neither ever applies: each text goes out alone, as soon as it comes.
 MAX_UNCONFIRMED_WORDS = 1024
+# Sessions in a row the server may end with `internal` before this stream has a new final:
+# the server fails on something in the stream itself (every new session gets the same words
+# again), so starting over would never end.
+MAX_FAILED_SESSIONS = 3
 COALESCE_CHARS = 16 * 1024
 
 
@@ -108,6 +112,9 @@ class StreamClient:
         self._live = False  # this connection has its session
         self._fatal: JsonDict | None = None  # the fatal error of this connection
         self._done = False
+        self._failed_sessions = 0  # ended with `internal` in a row, with no final between
+        self._confirmed_at_failure = -1  # `confirmed` when the last of them ended
+        self._gave_up: str | None = None  # why the stream stops (raised by `run`)
 
     def clock(self) -> float:
         return (time.monotonic() - self.t0) * 1000
@@ -157,6 +164,8 @@ class StreamClient:
                 logger.info("reconnect failed (%s); retrying", e)
                 if resuming and failures >= 3:
                     self._abandon()  # its process is gone: a new session elsewhere
+            if self._gave_up is not None:
+                raise ConnectionError(self._gave_up)
             failures = 0 if self._live else failures + 1
             if failures > self.max_attempts:
                 raise ConnectionError(f"no session after {failures} attempts")
@@ -201,9 +210,29 @@ class StreamClient:
         if code == 1000 or not self.reconnect:
             self._done = True
         elif (fatal is not None and fatal.get("code") in NEW_SESSION_CODES) or code == 1013:
+            if fatal is not None and fatal.get("code") == "internal" and self._failing(fatal):
+                self._done = True
+                return
             self._abandon()
         elif fatal is not None or code not in RETRY_CLOSE or self.session is None:
             self._done = True  # refused for a reason a retry will not change
+
+    def _failing(self, fatal: JsonDict) -> bool:
+        """Count a session the server ended with `internal`; True once MAX_FAILED_SESSIONS
+        ended so in a row with no new final between them (the stream then stops)."""
+        if self.confirmed != self._confirmed_at_failure:
+            self._failed_sessions = 0  # progress since the last failure: a fresh count
+        self._confirmed_at_failure = self.confirmed
+        self._failed_sessions += 1
+        if self._failed_sessions < MAX_FAILED_SESSIONS:
+            return False
+        self._gave_up = (
+            f"the server ended {self._failed_sessions} sessions of this stream in a row with "
+            f"an internal error and no new final between them (last: "
+            f"{fatal.get('message', '')!r}); not starting another"
+        )
+        logger.error("%s", self._gave_up)
+        return True
 
     def _abandon(self) -> None:
         """Start over in a new session: the words without a final are sent again."""
