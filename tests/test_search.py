@@ -260,3 +260,21 @@ def test_retranslation_re_decodes_once_a_chunk_is_read(every: int) -> None:
     assert _committed(LocalAgreement(n=2, chunk=1)) == _committed(_Redecode(agreement=2))
     with pytest.raises(PolicyError, match="chunk"):
         LocalAgreement(chunk=0)
+
+
+def test_the_greedy_pick_never_takes_a_token_the_decoder_never_writes() -> None:
+    """`_best_writable`: the row's best writable token, also when an unwritable one (PAD,
+    BOS, UNK) has the highest log-probability, and the same as the max over writable ids."""
+    from simulmt.data.vocab import NEVER, UNK_ID
+    from simulmt.search.step import _best_writable
+
+    gen = torch.Generator().manual_seed(0)
+    lp = torch.log_softmax(torch.randn(6, 40, generator=gen), dim=1)  # (N, V)
+    lp[1, UNK_ID] = 0.0  # row 1 and 4 prefer an id never written
+    lp[4, BOS_ID] = 0.0
+    tops, top_lps = _best_writable(lp)
+    allowed = lp.clone()
+    allowed[:, NEVER] = float("-inf")
+    want_lp, want = allowed.max(dim=1)
+    assert tops == want.tolist() and top_lps == want_lp.tolist()
+    assert tops[1] not in NEVER and tops[4] not in NEVER
