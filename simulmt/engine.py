@@ -292,7 +292,7 @@ def for_inference(model: SimulTransformer, name: str) -> SimulTransformer:
     if name == "int8":
         # per-row activation scales (simulmt.model.int8), not torch.ao's dynamic quantization:
         # its one scale per batch tensor made a stream's output depend on the other streams
-        return quantize_linears(model)
+        return quantize_linears(model, prepare=SimulTransformer.fuse_self_attention)
     return model
 
 

@@ -18,8 +18,11 @@ class MultiHeadAttention(nn.Module):
         self.kv_proj = nn.Linear(d_model, 2 * d_model)
         self.out_proj = nn.Linear(d_model, d_model)
         self.dropout = nn.Dropout(dropout)
+        # q_proj and kv_proj as one layer (`fuse_qkv`): an int8 copy of a self-attention
+        # makes one small matrix product where it made two
+        self.qkv_proj: nn.Module | None = None
 
-    def _split(self, x: torch.Tensor) -> torch.Tensor:
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         b, t, _ = x.shape
         return x.view(b, t, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, T, dh)
 
@@ -27,7 +30,32 @@ class MultiHeadAttention(nn.Module):
         """x: (B, S, D) -> keys, values: (B, H, S, dh) each."""
         kv = self.kv_proj(x)  # (B, S, 2D)
         k, v = kv.chunk(2, dim=-1)  # (B, S, D) each
-        return self._split(k), self._split(v)
+        return self.split_heads(k), self.split_heads(v)
+
+    def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Self-attention: x (..., D) -> queries, keys, values (..., D) each, unsplit; one
+        product once fused."""
+        if self.qkv_proj is not None:
+            q, k, v = self.qkv_proj(x).chunk(3, dim=-1)
+            return q, k, v
+        k, v = self.kv_proj(x).chunk(2, dim=-1)
+        return self.q_proj(x), k, v
+
+    def fuse_qkv(self) -> None:
+        """Replace q_proj and kv_proj by one linear layer with both weights (inference copies
+        only: the checkpoint keeps them apart). Its outputs are theirs, column by column."""
+        q, kv = self.q_proj, self.kv_proj
+        if not (isinstance(q, nn.Linear) and isinstance(kv, nn.Linear)):
+            raise TypeError("fuse_qkv wants the float nn.Linear layers (fuse before quantizing)")
+        d_in, d_out = q.in_features, q.out_features + kv.out_features
+        fused = nn.Linear(d_in, d_out, bias=q.bias is not None, device=q.weight.device,
+                          dtype=q.weight.dtype)  # fmt: skip
+        with torch.no_grad():
+            fused.weight.copy_(torch.cat([q.weight, kv.weight]))  # (3D, D)
+            if fused.bias is not None and q.bias is not None and kv.bias is not None:
+                fused.bias.copy_(torch.cat([q.bias, kv.bias]))
+        self.qkv_proj = fused
+        del self.q_proj, self.kv_proj
 
     def forward(
         self,
@@ -37,13 +65,15 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor,
         *,
         return_weights: bool = False,
+        q: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """x: (B, T, D) queries; k, v: (B, H, S, dh); mask: (B, 1, T, S) bool, True = may attend.
+        """x: (B, T, D) queries; k, v: (B, H, S, dh); mask: (B, 1, T, S) bool, True = may attend;
+        q: x's query projection (B, T, D) if the caller has it (`project_qkv`).
 
         Every query row must allow at least one key (callers guarantee it), so no NaNs appear.
         Returns (B, T, D) and, if asked, the head-averaged weights (B, T, S).
         """
-        q = self._split(self.q_proj(x))  # (B, H, T, dh)
+        q = self.split_heads(self.q_proj(x) if q is None else q)  # (B, H, T, dh)
         if return_weights:
             scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)  # (B, H, T, S)
             scores = scores.masked_fill(~mask, float("-inf"))

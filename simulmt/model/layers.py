@@ -203,9 +203,10 @@ class EncoderLayer(nn.Module):
         """x: (B, T, D) new positions; past: cached (B, H, P, dh) (with `room`: (B, H, P+T, dh),
         the last T slots free); mask: (B, 1, T, P+T)."""
         h = _ln(self.ln_attn, x)
-        k, v = self.attn.project_kv(h)  # (B, H, T, dh)
+        q, k, v = self.attn.project_qkv(h)  # (B, T, D) each
+        k, v = self.attn.split_heads(k), self.attn.split_heads(v)  # (B, H, T, dh)
         k, v = _attach(past, k, v, room=room)  # (B, H, P+T, dh)
-        a, _ = self.attn(h, k, v, mask)
+        a, _ = self.attn(h, k, v, mask, q=q)
         x = x + _drop(self.drop, a)
         x = x + _drop(self.drop, self.ff(_ln(self.ln_ff, x)))
         return x, (k, v)
@@ -216,8 +217,7 @@ class EncoderLayer(nn.Module):
         K/V is written at P..P+t-1. Every linear layer runs on the M tokens at once, with no
         padding; attention runs per group of streams with equally many new tokens. -> (M, D)"""
         h = _ln(self.ln_attn, x)
-        q = self.attn.q_proj(h)  # (M, D)
-        k, v = self.attn.kv_proj(h).chunk(2, dim=-1)  # (M, D) each
+        q, k, v = self.attn.project_qkv(h)  # (M, D) each
         heads, dh, p = past[0].shape[1], past[0].shape[3], packing.past
         outs = []
         for (lo, hi, t, a), mask in zip(packing.groups, packing.masks, strict=True):
@@ -262,9 +262,10 @@ class DecoderLayer(nn.Module):
         cross: (N, H, S, dh) each; cross_mask: (N, 1, T, S).
         Returns new x, the new positions' self K/V (N, H, T, dh) each, weights."""
         h = _ln(self.ln_self, x)
-        k, v = self.self_attn.project_kv(h)  # (N, H, T, dh)
+        q, k, v = self.self_attn.project_qkv(h)  # (N, T, D) each
+        k, v = self.self_attn.split_heads(k), self.self_attn.split_heads(v)  # (N, H, T, dh)
         keys, values = _attach(past, k, v, write_at=write_at)  # (N, H, P+T, dh)
-        a, _ = self.self_attn(h, keys, values, self_mask)
+        a, _ = self.self_attn(h, keys, values, self_mask, q=q)
         x = x + _drop(self.drop, a)
         c, weights = self.cross_attn(
             _ln(self.ln_cross, x), cross[0], cross[1], cross_mask, return_weights=return_weights

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from simulmt.data.vocab import PAD_ID
+from simulmt.model.attention import MultiHeadAttention
 from simulmt.model.config import ModelConfig
 from simulmt.model.layers import KV, DecoderLayer, Dropout, EncoderLayer, Packing, stack_kv
 
@@ -221,6 +222,15 @@ class SimulTransformer(nn.Module):
         """Training pass: src (B, S), tgt_in (B, T), vis (B, T) -> logits (B, T, V)."""
         memory, _ = self.encode(src)
         return self.decode(tgt_in, self.cross_kv(memory), vis)
+
+    def fuse_self_attention(self) -> None:
+        """Every self-attention's query and key/value projections as one layer (in place, for
+        an inference copy: `MultiHeadAttention.fuse_qkv`). Cross-attention projects its
+        queries and its keys from different inputs, so it stays as it is."""
+        for layer in (*self.encoder, *self.decoder):
+            attn = layer.attn if isinstance(layer, EncoderLayer) else layer.self_attn
+            assert isinstance(attn, MultiHeadAttention)
+            attn.fuse_qkv()
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
