@@ -297,12 +297,18 @@ class Session:
             s._check_unknown(words)
             s.encoded = len(s.sentences[0].words)
 
-    def plan(self, out: list[Update]) -> StepRequest | None:
+    def plan(self, out: list[Update], *, encode: bool = True) -> StepRequest | None:
         """Make every decision that needs no model work (READs, commits, the end of a sentence,
         starting the next) and return the decoder step this session needs next; None when it
-        waits for input or has nothing left (`has_work` says which). Updates go to `out`."""
+        waits for input or has nothing left (`has_work` says which). Updates go to `out`.
+
+        With `encode` False (`advance`), a sentence started here is not encoded alone: plan
+        returns None with `needs_encode` set, for the next batched `encode_arrivals` (a lone
+        encode at every sentence start was a tenth of a loaded server's model time)."""
         while True:
-            self._settle(out)
+            if not self._settle(out, encode=encode):
+                self._has_work = True
+                return None
             if self.stream is None:
                 req = None
                 break
@@ -331,15 +337,24 @@ class Session:
             self.display = Display(numbers=self.numbers)
         return self.sentences[0].words[self.encoded :] if self.stream is not None else []
 
-    def _settle(self, out: list[Update]) -> None:
-        """Encode newly arrived words; emit and drop finished sentences, starting the next."""
+    def _settle(self, out: list[Update], *, encode: bool = True) -> bool:
+        """Encode newly arrived words (or, without `encode`, return False if some wait);
+        emit and drop finished sentences, starting the next."""
         while True:
-            Session.encode_arrivals(self.engine, [self])  # nothing to do when `advance` did it
+            if encode:
+                Session.encode_arrivals(self.engine, [self])  # nothing to do after `advance`'s
+            elif self._start_stream():
+                return False
             if self.stream is None or not self.stream.done:
-                return
+                return True
             self._emit(out)
             self.sentences.pop(0)
             self.stream = None
+
+    @property
+    def needs_encode(self) -> bool:
+        """Words of the current sentence wait for the encoder (`encode_arrivals`)."""
+        return self.stream is not None and self.encoded < len(self.sentences[0].words)
 
     def _view(self) -> SourceView:
         sent = self.sentences[0]
@@ -378,10 +393,15 @@ def advance(
     while True:
         Session.encode_arrivals(engine, sessions)
         pending = []
-        for i, s in enumerate(sessions):
-            req = s.plan(out[i])
-            if req is not None:
-                pending.append((i, req))
+        todo = list(range(len(sessions)))
+        while todo:  # sentences started while planning are encoded together, then planned
+            for i in todo:
+                req = sessions[i].plan(out[i], encode=False)
+                if req is not None:
+                    pending.append((i, req))
+            todo = [i for i in todo if sessions[i].needs_encode]
+            Session.encode_arrivals(engine, [sessions[i] for i in todo])
+        pending.sort(key=lambda p: p[0])  # rows in session order, however they were planned
         if not pending or (max_steps is not None and steps >= max_steps):
             return out
         steps += 1

@@ -360,3 +360,33 @@ def test_display_shows_each_committed_word_once_and_only_what_changed() -> None:
     assert last is not None and last.final and last.text == "the house is red"
     assert last.sentence_id == 7 and last.source == "das Haus ist rot"
     assert update() is None
+
+
+def test_sentences_started_in_one_round_are_encoded_together(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`advance`: when several sessions finish a sentence and start the next in one round,
+    the new sentences go through the encoder as one batch, not one pass each; the updates
+    are those of each session alone."""
+    text = f"{SENTENCES[0]} {SENTENCES[2]} {SENTENCES[1]}"
+    alone = []
+    for _ in range(3):
+        s = Session(ENGINE, policy="wait-k:k=2")
+        s.feed(text)
+        alone.append([(u.sentence_id, u.text, u.final, u.delays) for u in s.finish()])
+    batches: list[int] = []
+    encode_many = Engine.encode_many
+
+    def spy(self: Engine, sources: list[object], words: list[list[str]]) -> float:
+        batches.append(len(sources))
+        return encode_many(self, sources, words)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Engine, "encode_many", spy)
+    sessions = [Session(ENGINE, policy="wait-k:k=2") for _ in range(3)]
+    for s in sessions:
+        s.feed(text)
+        s.end_source()
+    outs = advance(ENGINE, sessions)
+    assert [[(u.sentence_id, u.text, u.final, u.delays) for u in o] for o in outs] == alone
+    assert sum(u.final for u in outs[0]) == 3
+    assert batches and all(n == 3 for n in batches), batches  # never one stream alone
