@@ -15,7 +15,11 @@ class SessionEvents(Protocol):
 
     def error(self, code: ErrorCode) -> None: ...  # an `error` message was sent
 
-    def source(self, words: Sequence[str]) -> None: ...  # source words handed to the model
+    # source words handed to the model, from the session's `feed`-th source message
+    def source(self, words: Sequence[str], *, feed: int = 0) -> None: ...
+
+    # words[offset:offset + count] of that message, dropped by the model worker unread
+    def dropped(self, feed: int, offset: int, count: int) -> None: ...
 
     def update(self, update: Update) -> None: ...  # an update's messages were sent
 
@@ -31,7 +35,10 @@ class NoEvents:
     def error(self, code: ErrorCode) -> None:
         pass
 
-    def source(self, words: Sequence[str]) -> None:
+    def source(self, words: Sequence[str], *, feed: int = 0) -> None:
+        pass
+
+    def dropped(self, feed: int, offset: int, count: int) -> None:
         pass
 
     def update(self, update: Update) -> None:

@@ -119,6 +119,7 @@ class SessionMachine:
         self.received = 0  # client frames received after `start` (a resume's re-send point)
         self.words_in = 0  # source words handed to the worker
         self.inflight = 0  # of those, words the worker has not taken yet
+        self.feeds = 0  # `source` messages handed to the worker (Op.feed numbers them)
         self.sentences = 0  # finals made
         self.shutting_down = False
         self._log: deque[tuple[int, str]] = deque(maxlen=config.replay_messages)
@@ -243,10 +244,11 @@ class SessionMachine:
             check_word_lengths(words, self.config.limits)
             self._check_backlog(len(words))
             if words:
-                self.events.source(words)
+                self.feeds += 1
+                self.events.source(words, feed=self.feeds)
                 self.words_in += len(words)
                 self.inflight += len(words)
-                self._effects.append(Submit(Op(OpKind.FEED, words=words)))
+                self._effects.append(Submit(Op(OpKind.FEED, words=words, feed=self.feeds)))
         elif isinstance(message, Flush):
             self._effects.append(Submit(Op(OpKind.END_SOURCE)))
         elif isinstance(message, End):
@@ -367,6 +369,8 @@ class SessionMachine:
             return
         for rejected in delivery.rejected:
             self._error(rejected.code, rejected.message, fatal=False)
+        for feed, offset, count in delivery.dropped:  # before any update: they shift delays
+            self.events.dropped(feed, offset, count)
         if delivery.error is not None:
             self._internal()
             return

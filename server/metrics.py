@@ -116,7 +116,9 @@ class SessionMetrics:
         self.metrics = metrics
         self.clock = clock
         self.drop_fillers = True
-        self.arrivals: deque[float] = deque()  # per source word of open sentences: arrival
+        # per source word of open sentences: its arrival, and its source message and position
+        # there (a word the worker drops unread is taken out again: `dropped`)
+        self.arrivals: deque[tuple[float, int, int]] = deque()
 
     def started(self, start: Start) -> None:
         self.drop_fillers = start.drop_fillers
@@ -125,10 +127,18 @@ class SessionMetrics:
     def error(self, code: ErrorCode) -> None:
         self.metrics.errors.labels(code=code.value).inc()
 
-    def source(self, words: Sequence[str]) -> None:
+    def source(self, words: Sequence[str], *, feed: int = 0) -> None:
         self.metrics.source_words.inc(len(words))
         now = self.clock()
-        self.arrivals.extend(now for w in words if not (self.drop_fillers and is_filler(w)))
+        self.arrivals.extend(
+            (now, feed, i) for i, w in enumerate(words) if not (self.drop_fillers and is_filler(w))
+        )
+
+    def dropped(self, feed: int, offset: int, count: int) -> None:
+        """Words the worker refused unread: no committed word will ever need them, and the
+        delays of the words after them count positions without them."""
+        gone = range(offset, offset + count)
+        self.arrivals = deque(a for a in self.arrivals if not (a[1] == feed and a[2] in gone))
 
     def resumed(self) -> None:
         self.metrics.resumes.inc()
@@ -139,7 +149,7 @@ class SessionMetrics:
         now = self.clock()
         for d in update.delays:  # 1-based, within the open sentence (arrivals[0] is its first)
             if 0 < d <= len(self.arrivals):
-                self.metrics.added_delay.observe(max(0.0, now - self.arrivals[d - 1]))
+                self.metrics.added_delay.observe(max(0.0, now - self.arrivals[d - 1][0]))
         if update.final:
             for _ in range(min(len(update.source.split()), len(self.arrivals))):
                 self.arrivals.popleft()

@@ -26,6 +26,8 @@ class Op:
     words: tuple[str, ...] = ()
     marker: Marker | None = None  # handed back with the updates once this op has been advanced
     checked: bool = False  # the rest of a FEED whose words were already checked (a sliced paste)
+    feed: int = 0  # FEED: which `source` message of its session these words came in (1, 2, ...)
+    offset: int = 0  # FEED: the position of words[0] in that message (slices of a long paste)
 
 
 @dataclass(frozen=True)
@@ -35,3 +37,5 @@ class Delivery:
     rejected: list[ProtocolError] = field(default_factory=list)  # FEED ops dropped whole
     error: BaseException | None = None  # the session failed; it cannot go on
     words_taken: int = 0  # source words of FEED ops consumed (fed or dropped)
+    # the words of those dropped ops: (feed, offset, count) as in `Op`
+    dropped: list[tuple[int, int, int]] = field(default_factory=list)

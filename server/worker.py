@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import torch
@@ -306,7 +306,12 @@ class Worker:
                 (
                     stream.deliver,
                     Delivery(
-                        updates, markers, turn.rejected, error=error, words_taken=turn.words_taken
+                        updates,
+                        markers,
+                        turn.rejected,
+                        error=error,
+                        words_taken=turn.words_taken,
+                        dropped=turn.dropped,
                     ),
                 )
             )
@@ -333,6 +338,7 @@ class Turn:
     markers: list[Marker] = field(default_factory=list)  # of the END_SOURCE ops played
     rejected: list[ProtocolError] = field(default_factory=list)  # FEED ops dropped whole
     words_taken: int = 0  # FEED words fed or dropped
+    dropped: list[tuple[int, int, int]] = field(default_factory=list)  # (feed, offset, count)
 
     def play(self, engine: Engine, stream: Stream, ops: list[Op], *, budget: int) -> list[Op]:
         """Hand ops to the session in order, feeding at most `budget` words; return the rest.
@@ -353,6 +359,7 @@ class Turn:
                 problem = _session_refusal(engine, session, op.words)
                 if problem is not None:
                     self.rejected.append(ProtocolError(ErrorCode.WORD_TOO_LONG, problem))
+                    self.dropped.append((op.feed, op.offset, len(op.words)))
                     self.words_taken += len(op.words)
                     continue
             head, rest = op.words[:budget], op.words[budget:]
@@ -360,10 +367,12 @@ class Turn:
                 session.feed(" ".join(head))
             except InputError as e:  # nothing of the slice was taken
                 self.rejected.append(ProtocolError(ErrorCode.WORD_TOO_LONG, str(e)))
+                self.dropped.append((op.feed, op.offset, len(head)))
             self.words_taken += len(head)
             budget -= len(head)
             if rest:
-                return [Op(OpKind.FEED, rest, checked=True), *ops[i + 1 :]]
+                rest_op = replace(op, words=rest, checked=True, offset=op.offset + len(head))
+                return [rest_op, *ops[i + 1 :]]
         return []
 
 

@@ -347,11 +347,12 @@ def test_a_message_with_a_word_over_the_token_limit_is_dropped_whole() -> None:
     word = "Hundbuchlesenstraßeschnellgarten" * 2
     assert len(eng.tokenizer.encode_word(word, first=False)) > session.max_tokens == 25
     turn = Turn()
-    ops = [Op(OpKind.FEED, ("heute", word)), Op(OpKind.FEED, ("ein", "Buch"))]
+    ops = [Op(OpKind.FEED, ("heute", word), feed=1), Op(OpKind.FEED, ("ein", "Buch"), feed=2)]
     rest = turn.play(eng, Stream(session, lambda _: None), ops, budget=1)
     [error] = turn.rejected
     assert error.code is ErrorCode.WORD_TOO_LONG
     assert "subword tokens" in error.message and "whole message was dropped" in error.message
     assert turn.words_taken == 3  # the dropped two and the fed one
-    assert rest == [Op(OpKind.FEED, ("Buch",), checked=True)]
+    assert turn.dropped == [(1, 0, 2)]  # message 1, words 0..1: the metrics forget them
+    assert rest == [Op(OpKind.FEED, ("Buch",), checked=True, feed=2, offset=1)]
     assert [w for s in session.sentences for w in s.words] == ["ein"]

@@ -120,7 +120,7 @@ def test_after_start_bad_frames_are_answered_and_the_session_goes_on() -> None:
     effects = m.take()
     [error] = sent(effects)
     assert error["code"] == "unknown_field" and "'speaker'" in error["message"]
-    assert effects[-1] == Submit(Op(OpKind.FEED, words=("ein", "Satz")))  # still taken
+    assert effects[-1] == Submit(Op(OpKind.FEED, words=("ein", "Satz"), feed=1))  # still taken
     assert m.inflight == 2
 
 

@@ -147,3 +147,26 @@ def test_metrics_are_never_open_on_a_public_address() -> None:
 
     assert not serves(host="0.0.0.0") and serves(host="0.0.0.0", token="t")
     assert serves(host="127.0.0.1") and not serves(host="127.0.0.1", metrics_port=9000)
+
+
+def test_words_the_worker_drops_do_not_shift_the_added_delays() -> None:
+    """A `source` message the worker drops unread (a word over the token limit) leaves no
+    arrival behind: the next committed word's delay is measured from its own source word."""
+    from simulmt.server.metrics import ServerMetrics, SessionMetrics, Snapshot
+
+    from simulmt.output.updates import Update
+
+    now = [0.0]
+    metrics = ServerMetrics(lambda: Snapshot(**{f: 0 for f in Snapshot.__dataclass_fields__}))
+    session = SessionMetrics(metrics, clock=lambda: now[0])
+    session.source(["ich", "habe"], feed=1)  # at 0 s
+    now[0] = 1.0
+    session.source(["xxxxxxxx"], feed=2)  # at 1 s; the worker drops it
+    now[0] = 2.0
+    session.source(["heute"], feed=3)  # at 2 s
+    session.dropped(2, 0, 1)
+    now[0] = 5.0
+    session.update(Update(1, " I have today", 3, "", delays=(1, 2, 3)))
+    hist = {s.name: s.value for s in metrics.added_delay.collect()[0].samples}
+    assert hist["simulmt_added_delay_seconds_count"] == 3
+    assert hist["simulmt_added_delay_seconds_sum"] == 5.0 + 5.0 + 3.0  # "heute" came at 2 s
