@@ -122,14 +122,16 @@ def _best_writable(log_probs: torch.Tensor) -> tuple[list[int], list[float]]:
     never written are picked again with the penalty: the same result either way."""
     best_lp, best = log_probs.max(dim=1)  # (N,) each
     tops, top_lps = best.tolist(), best_lp.tolist()
-    never = set(NEVER)
-    redo = [i for i, t in enumerate(tops) if t in never]
+    redo = [i for i, t in enumerate(tops) if t in _NEVER]
     if redo:
         rows = log_probs[redo] + _never_penalty(log_probs.shape[1])  # (R, V)
         lp, tok = rows.max(dim=1)  # (R,) each
         for i, t, v in zip(redo, tok.tolist(), lp.tolist(), strict=True):
             tops[i], top_lps[i] = t, v
     return tops, top_lps
+
+
+_NEVER = frozenset(NEVER)
 
 
 @functools.lru_cache(maxsize=4)
