@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import json
 import random
 import re
@@ -52,16 +53,30 @@ class RunResult:
     target_words: int
     seconds: float
     delays_ms: list[float]
+    end_delays_ms: list[float]  # those of words written after their sentence's last word
     rss_mb: float
     peak_rss_mb: float
     mean_batch: float
     busy: float  # share of the wall time the model worker computed
     errors: int
 
-    def percentile(self, q: float) -> float:
-        if len(self.delays_ms) < 2:
+    def percentile(self, q: float, delays: list[float] | None = None) -> float:
+        delays = self.delays_ms if delays is None else delays
+        if len(delays) < 2:
             return float("nan")
-        return statistics.quantiles(self.delays_ms, n=100, method="inclusive")[int(q) - 1]
+        return statistics.quantiles(delays, n=100, method="inclusive")[int(q) - 1]
+
+    def split(self) -> str:
+        """Where the p95 comes from: words written mid-sentence, or once the sentence ended."""
+        ends = self.end_delays_ms
+        within = sorted(self.delays_ms)
+        for d in ends:  # the multiset difference
+            del within[bisect.bisect_left(within, d)]
+        return (
+            f"p95 of words written mid-sentence {self.percentile(95, within):.0f} ms "
+            f"({len(within)}), after the sentence's last word {self.percentile(95, ends):.0f} ms "
+            f"({len(ends)})"
+        )
 
     def row(self, label: str) -> str:
         return (
@@ -102,19 +117,23 @@ def client_words(sentences: list[str], index: int, count: int) -> list[str]:
     return words[:count]
 
 
-def added_delays(log: StreamLog) -> list[float]:
-    """For each committed word: arrival time minus the send time of the source word it needed."""
-    out: list[float] = []
+def added_delays(log: StreamLog) -> list[tuple[float, bool]]:
+    """For each committed word: arrival time minus the send time of the source word it needed,
+    and whether that word was its sentence's last (the tail written once the source ended)."""
+    out: list[tuple[float, bool]] = []
     first_word = 0  # stream index of the current sentence's first source word
+    pending: list[tuple[float, int]] = []  # (delay, needed) of the current sentence
     for message, recv in zip(log.messages, log.recv_ms, strict=True):
         if message["type"] == "partial":
             for d in message["delays"]:
                 needed = first_word + d - 1
                 if 0 <= needed < len(log.sent_ms):
-                    out.append(recv - log.sent_ms[needed])
+                    pending.append((recv - log.sent_ms[needed], needed))
         elif message["type"] == "final":
             first_word += len(message["source"].split())
-    return out
+            out += [(delay, needed == first_word - 1) for delay, needed in pending]
+            pending = []
+    return out + [(delay, False) for delay, _ in pending]
 
 
 async def one_client(
@@ -204,6 +223,7 @@ async def run_load(
     ok = [log for log in logs if isinstance(log, StreamLog)]
     memory = [server.memory_mb() for server in servers]
     rss, peak = sum(m[0] for m in memory), sum(m[1] for m in memory)
+    delays = [d for log in ok for d in added_delays(log)]
 
     def total(key: str) -> float:
         return sum(a[key] - b[key] for a, b in zip(after, before, strict=True))
@@ -215,7 +235,8 @@ async def run_load(
         source_words=sum(len(log.sent_ms) for log in ok),
         target_words=sum(len(" ".join(log.finals()).split()) for log in ok),
         seconds=seconds,
-        delays_ms=[d for log in ok for d in added_delays(log)],
+        delays_ms=[d for d, _ in delays],
+        end_delays_ms=[d for d, end in delays if end],
         rss_mb=rss,
         peak_rss_mb=peak,
         mean_batch=advanced / batches if batches else 0.0,
@@ -321,6 +342,7 @@ async def main(args: argparse.Namespace) -> int:
                 segmentation=args.segmentation,
             )
         print(result.row(label(args, args.max_batch)))
+        print(result.split())
         return 0 if result.completed == args.sessions else 1
     batched = await capacity(args, sentences, args.max_batch)
     single = await capacity(args, sentences, 1)

@@ -148,7 +148,7 @@ class SoakClient:
         for seqs in self.segments:
             r.seq_gaps += sum(b - a != 1 for a, b in zip(seqs, seqs[1:], strict=False))
         r.resumes, r.sessions = self.client.resumes, self.client.sessions
-        r.delays_ms = added_delays(log)
+        r.delays_ms = [d for d, _ in added_delays(log)]
 
 
 def client_words(sentences: list[str], index: int, count: int) -> list[str]:

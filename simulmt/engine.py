@@ -239,7 +239,7 @@ class Engine:
             memory, grown = self.model.encode(ids, past=past, start=start)
             new_kv = [(k[:, :, start:], v[:, :, start:]) for k, v in grown]  # (1, H, n, dh) each
             enc = stack_kv(new_kv)  # (2L_enc, 1, H, n, dh)
-            return [(enc, stack_kv(self.model.cross_kv(memory)))]  # (2L_dec, 1, H, n, dh)
+            return [(enc, self.model.cross_kv_block(memory))]  # (2L_dec, 1, H, n, dh)
         cfg = self.model.cfg
         order = sorted(range(len(sources)), key=lambda i: len(new_ids[i]))  # groups by count
         counts = [len(new_ids[i]) for i in order]
@@ -257,7 +257,7 @@ class Engine:
             [n + j for n, c in zip(past_lengths, counts, strict=True) for j in range(c)]
         )  # (M,)
         memory = self.model.encode_packed(ids, positions, unstack_kv(buf), packing)  # (M, D)
-        cross = stack_kv(self.model.cross_kv(memory.unsqueeze(0)))  # (2L_dec, 1, H, M, dh)
+        cross = self.model.cross_kv_block(memory.unsqueeze(0))  # (2L_dec, 1, H, M, dh)
         out: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # source index -> its K/V
         first = 0
         for r, (i, n) in enumerate(zip(order, counts, strict=True)):
@@ -292,7 +292,7 @@ def for_inference(model: SimulTransformer, name: str) -> SimulTransformer:
     if name == "int8":
         # per-row activation scales (simulmt.model.int8), not torch.ao's dynamic quantization:
         # its one scale per batch tensor made a stream's output depend on the other streams
-        return quantize_linears(model, prepare=SimulTransformer.fuse_self_attention)
+        return quantize_linears(model, prepare=SimulTransformer.fuse_projections)
     return model
 
 

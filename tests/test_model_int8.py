@@ -17,6 +17,7 @@ from simulmt.model.int8 import (
     default_kernel,
     quantize_linears,
 )
+from simulmt.model.layers import stack_kv
 
 KERNELS = {Int8Kernel.INT_MM: Int8Linear.from_float, Int8Kernel.FBGEMM: FbgemmInt8Linear}
 
@@ -139,25 +140,33 @@ def test_int8_engine_translates_a_sentence_alike_alone_and_batched() -> None:
 
 
 @pytest.mark.parametrize("kernel", list(Int8Kernel))
-def test_fused_self_attention_gives_the_int8_outputs_of_the_separate_projections(
+def test_fused_projections_give_the_int8_outputs_of_the_separate_ones(
     kernel: Int8Kernel,
 ) -> None:
-    """An int8 copy with each self-attention's q and k/v projections fused into one layer
-    (what `for_inference(..., "int8")` builds) encodes and decodes bit for bit as the copy
-    with them apart: per-channel weights and per-row activations see the same numbers."""
+    """An int8 copy with each self-attention's q and k/v projections fused into one layer, and
+    the decoder layers' cross-attention K/V projections into one (what `for_inference(...,
+    "int8")` builds), encodes and decodes bit for bit as the copy with them apart: per-channel
+    weights and per-row activations see the same numbers."""
     from simulmt.model.transformer import SimulTransformer
 
     model = Engine.tiny(seed=3).model
     before = {k: v.clone() for k, v in model.state_dict().items()}
     apart = quantize_linears(model, kernel)
-    fused = quantize_linears(model, kernel, prepare=SimulTransformer.fuse_self_attention)
+    fused = quantize_linears(model, kernel, prepare=SimulTransformer.fuse_projections)
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())  # untouched
     attns = (fused.encoder[0].attn, fused.decoder[0].self_attn)
     assert not any(hasattr(m, "q_proj") for m in attns)
+    assert fused.cross_kv_proj is not None
+    assert not any(hasattr(layer.cross_attn, "kv_proj") for layer in fused.decoder)
     src = torch.randint(4, model.cfg.vocab_size, (3, 7), generator=torch.Generator().manual_seed(0))
     tgt = torch.randint(4, model.cfg.vocab_size, (3, 5), generator=torch.Generator().manual_seed(1))
     vis = torch.tensor([[3, 4, 5, 7, 7]] * 3)
     with torch.no_grad():
         assert torch.equal(apart(src, tgt, vis), fused(src, tgt, vis))  # (B, T, V) logits
+        memory, _ = model.encode(src)
+        block = fused.cross_kv_block(memory)  # (2L_dec, B, H, S, dh), one product
+        assert torch.equal(block, stack_kv(apart.cross_kv(memory)))
     with pytest.raises(TypeError, match="before quantizing"):
         apart.encoder[0].attn.fuse_qkv()  # int8 layers cannot be fused
+    with pytest.raises(TypeError, match="before quantizing"):
+        apart.fuse_cross_kv()

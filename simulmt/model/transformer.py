@@ -16,7 +16,15 @@ from torch import nn
 from simulmt.data.vocab import PAD_ID
 from simulmt.model.attention import MultiHeadAttention
 from simulmt.model.config import ModelConfig
-from simulmt.model.layers import KV, DecoderLayer, Dropout, EncoderLayer, Packing, stack_kv
+from simulmt.model.layers import (
+    KV,
+    DecoderLayer,
+    Dropout,
+    EncoderLayer,
+    Packing,
+    stack_kv,
+    unstack_kv,
+)
 
 
 def sinusoidal_table(max_len: int, d_model: int) -> torch.Tensor:
@@ -62,6 +70,9 @@ class SimulTransformer(nn.Module):
         self.out_proj = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.out_proj.weight = self.embed.weight
+        # every decoder layer's cross-attention K/V projection as one layer (`fuse_cross_kv`,
+        # inference copies only): one product per encoder pass where there were dec_layers
+        self.cross_kv_proj: nn.Module | None = None
 
     @property
     def dtype(self) -> torch.dtype:
@@ -119,8 +130,48 @@ class SimulTransformer(nn.Module):
 
     def cross_kv(self, memory: torch.Tensor) -> list[KV]:
         """memory (B, S, D) -> per decoder layer cross-attention K/V, (B, H, S, dh) each."""
+        if self.cross_kv_proj is not None:
+            return unstack_kv(self.cross_kv_block(memory))
         layers: list[DecoderLayer] = list(self.decoder)  # type: ignore[arg-type]
         return [layer.cross_attn.project_kv(memory) for layer in layers]
+
+    def cross_kv_block(self, memory: torch.Tensor) -> torch.Tensor:
+        """memory (B, S, D) -> the cross-attention K/V of all decoder layers as one block
+        (2L_dec, B, H, S, dh), as `stack_kv` lays it out; a view of one product once fused."""
+        if self.cross_kv_proj is None:
+            return stack_kv(self.cross_kv(memory))
+        b, s, _ = memory.shape
+        cfg = self.cfg
+        kv = self.cross_kv_proj(memory)  # (B, S, L * 2D): layer, then keys|values, then heads
+        return kv.view(b, s, 2 * cfg.dec_layers, cfg.n_heads, cfg.head_dim).permute(2, 0, 3, 1, 4)
+
+    def fuse_cross_kv(self) -> None:
+        """Replace the decoder layers' cross-attention K/V projections by one layer with all
+        their weights (in place, for an inference copy; before quantizing). They all project
+        the same memory, so its outputs are theirs, column by column."""
+        layers: list[DecoderLayer] = list(self.decoder)  # type: ignore[arg-type]
+        kvs = [layer.cross_attn.kv_proj for layer in layers]
+        if not all(isinstance(kv, nn.Linear) for kv in kvs):
+            raise TypeError(
+                "fuse_cross_kv wants the float nn.Linear layers (fuse before quantizing)"
+            )
+        first = kvs[0]
+        fused = nn.Linear(first.in_features, sum(kv.out_features for kv in kvs),
+                          bias=first.bias is not None, device=first.weight.device,
+                          dtype=first.weight.dtype)  # fmt: skip
+        with torch.no_grad():
+            fused.weight.copy_(torch.cat([kv.weight for kv in kvs]))  # (L * 2D, D)
+            if fused.bias is not None:
+                fused.bias.copy_(torch.cat([kv.bias for kv in kvs]))
+        self.cross_kv_proj = fused
+        for layer in layers:
+            del layer.cross_attn.kv_proj
+
+    def fuse_projections(self) -> None:
+        """What an int8 copy fuses before quantizing: fewer, larger matrix products, each
+        with the outputs of the layers it replaces (`fuse_self_attention`, `fuse_cross_kv`)."""
+        self.fuse_self_attention()
+        self.fuse_cross_kv()
 
     # ---- decoder ----------------------------------------------------------------------
     def decode(self, tgt_in: torch.Tensor, cross: list[KV], vis: torch.Tensor) -> torch.Tensor:
