@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from simulmt.client.stream import StreamLog
 from simulmt.engine import Engine
@@ -19,7 +20,7 @@ def test_added_delays_tell_the_words_written_after_the_sentences_last_word() -> 
     """A word whose delay is its sentence's length was written after the source ended; the
     next sentence's delays count from its own first word."""
     log = StreamLog(sent_ms=[0.0, 100.0, 200.0, 300.0, 400.0])
-    messages = [
+    messages: list[tuple[dict[str, Any], float]] = [
         ({"type": "partial", "delays": [1]}, 150.0),  # needed word 0, sent at 0
         ({"type": "partial", "delays": [3, 3]}, 450.0),  # word 2 is the sentence's last
         ({"type": "final", "source": "a b c"}, 460.0),
