@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import bisect
 import json
+import os
 import random
 import re
 import shlex
@@ -58,6 +59,8 @@ class RunResult:
     peak_rss_mb: float
     mean_batch: float
     busy: float  # share of the wall time the model worker computed
+    server_cpu_s: float  # CPU time of all server processes over the run
+    client_cpu_s: float  # CPU time of this process (the clients) over the run
     errors: int
 
     def percentile(self, q: float, delays: list[float] | None = None) -> float:
@@ -73,6 +76,9 @@ class RunResult:
         for d in ends:  # the multiset difference
             del within[bisect.bisect_left(within, d)]
         return (
+            f"server CPU {self.server_cpu_s:.1f} s "
+            f"({1000 * self.server_cpu_s / self.source_words:.2f} ms a source word), "
+            f"clients {self.client_cpu_s:.1f} s; "
             f"p95 of words written mid-sentence {self.percentile(95, within):.0f} ms "
             f"({len(within)}), after the sentence's last word {self.percentile(95, ends):.0f} ms "
             f"({len(ends)})"
@@ -183,6 +189,12 @@ class ServerProcess:
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
         return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
 
+    def cpu_s(self) -> float:
+        """CPU time (user + system) the server process has used so far."""
+        assert self.proc is not None
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def health(self) -> dict[str, float]:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=10) as r:
             return dict(json.loads(r.read()))
@@ -204,6 +216,8 @@ async def run_load(
     urls = [front] if front else [f"ws://127.0.0.1:{server.port}/ws" for server in servers]
     count = max(1, int(duration * rate))
     before = [server.health() for server in servers]
+    cpu_before = sum(server.cpu_s() for server in servers)
+    client_before = time.process_time()
     start = time.monotonic()
     logs = await asyncio.gather(
         *(
@@ -220,6 +234,8 @@ async def run_load(
     )
     seconds = time.monotonic() - start
     after = [server.health() for server in servers]
+    server_cpu = sum(server.cpu_s() for server in servers) - cpu_before
+    client_cpu = time.process_time() - client_before
     ok = [log for log in logs if isinstance(log, StreamLog)]
     memory = [server.memory_mb() for server in servers]
     rss, peak = sum(m[0] for m in memory), sum(m[1] for m in memory)
@@ -241,6 +257,8 @@ async def run_load(
         peak_rss_mb=peak,
         mean_batch=advanced / batches if batches else 0.0,
         busy=total("busy_s") / seconds / len(servers),  # mean over the processes
+        server_cpu_s=server_cpu,
+        client_cpu_s=client_cpu,
         errors=len(logs) - len(ok) + sum(len(log.errors) for log in ok),
     )
 

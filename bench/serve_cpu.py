@@ -109,7 +109,7 @@ def replay(engine: Engine, sentences: list[str], args: argparse.Namespace) -> Re
             now = min(upcoming)
             continue
         t0 = time.thread_time()
-        outs = advance(engine, [s.session for s in active], max_steps=1)
+        outs = advance(engine, [s.session for s in active], max_steps=args.steps_per_turn)
         spent = time.thread_time() - t0
         cpu += spent
         now += spent if args.turn_ms is None else args.turn_ms / 1000
@@ -140,6 +140,9 @@ def main() -> int:
     p.add_argument("--policy", default="wait-k:k=3")
     p.add_argument("--dtype", default="auto")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--steps-per-turn", type=int, default=1, help="decoder steps a turn (as serve's option)"
+    )
     p.add_argument(
         "--turn-ms",
         type=float,
