@@ -158,6 +158,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"decoder steps per batched turn before updates go out (default {d.steps_per_turn})",
     )
     parser.add_argument(
+        "--tentative-hold-ms",
+        type=float,
+        default=d.tentative_hold_ms,
+        metavar="MS",
+        help="hold a change of the tentative tail alone up to MS while the model still works "
+        "on the sentence; shown at once when the session waits for input (default "
+        f"{d.tentative_hold_ms:g}; 0: every change is a message)",
+    )
+    parser.add_argument(
         "--switch-interval-ms",
         type=float,
         default=0.5,
@@ -189,6 +198,7 @@ def config_from_args(args: argparse.Namespace, *, port: int | None = None) -> Se
         max_batch=args.max_batch,
         batch_window_ms=args.batch_window_ms,
         steps_per_turn=args.steps_per_turn,
+        tentative_hold_ms=args.tentative_hold_ms,
         loop_guard=args.loop_guard,
         premature_stops=PrematureStops(args.premature_stops),
         limits=Limits(
@@ -309,6 +319,8 @@ def _child_args(args: argparse.Namespace, *, port: int, threads: int) -> list[st
         str(args.batch_window_ms),
         "--steps-per-turn",
         str(args.steps_per_turn),
+        "--tentative-hold-ms",
+        str(args.tentative_hold_ms),
         "--loop-guard",
         str(args.loop_guard),
         "--premature-stops",

@@ -83,6 +83,10 @@ class ServerConfig:
     # fewer, fuller batches under load, at the price of this much latency when idle
     batch_window_ms: float = 0.0
     steps_per_turn: int = 1  # decoder steps per worker turn before updates go out
+    # a change of a session's tentative tail alone waits up to this long while the model still
+    # works on the sentence (a step later it is mostly committed or replaced); shown at once
+    # when the session waits for input. Each update is a message to send, relay and parse
+    tentative_hold_ms: float = 100.0
     # transport cap: frames above this are cut by websockets itself (1009, no `error` first)
     hard_max_bytes: int = 1024 * 1024
     outbox_high_water: int = 256  # pause a session while this many of its messages are unsent
@@ -130,6 +134,8 @@ class ServerConfig:
             raise ValueError(f"max_batch must be >= 1, got {self.max_batch}")
         if self.steps_per_turn < 1:
             raise ValueError(f"steps_per_turn must be >= 1, got {self.steps_per_turn}")
+        if self.tentative_hold_ms < 0:
+            raise ValueError(f"tentative_hold_ms must be >= 0, got {self.tentative_hold_ms}")
         if self.batch_window_ms < 0:
             raise ValueError(f"batch_window_ms must be >= 0, got {self.batch_window_ms}")
         if self.max_beam < 1:

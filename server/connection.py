@@ -282,7 +282,8 @@ class Connection:
             cut_window=min(10, max(1, limits.live_max_sentence_words // 4)),
         )
         return _Factory(start, session_limits, loop_guard=self.config.loop_guard,
-                        premature_stops=self.config.premature_stops)
+                        premature_stops=self.config.premature_stops,
+                        tentative_hold_ms=self.config.tentative_hold_ms)
 
     def _attach(self, effect: Attach) -> None:
         try:
@@ -307,9 +308,11 @@ class _Factory:
 
     def __init__(self, start: Start, limits: SessionLimits, *,
                  loop_guard: int = SearchOptions.loop_guard,
-                 premature_stops: PrematureStops = SearchOptions.premature_stops) -> None:
+                 premature_stops: PrematureStops = SearchOptions.premature_stops,
+                 tentative_hold_ms: float = 0.0) -> None:
         self.start, self.limits, self.loop_guard = start, limits, loop_guard
         self.premature_stops = premature_stops
+        self.tentative_hold_ms = tentative_hold_ms
 
     def __call__(self, engine: Engine) -> Session:
         _check_langs(engine, self.start)
@@ -338,6 +341,7 @@ class _Factory:
             drop_fillers=self.start.drop_fillers,
             localise_numbers=self.start.localise_numbers,
             input_kind=self.start.input_kind,
+            tentative_hold_ms=self.tentative_hold_ms,
         )
 
 

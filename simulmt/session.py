@@ -115,9 +115,15 @@ class Session:
         restore_lookahead: int | None = None,
         restorer: Restorer | None = None,
         lookahead: int | None = None,
+        tentative_hold_ms: float = 0.0,
     ) -> None:
         """`tentative=False`: updates carry committed words only (no tentative tail is
         detokenized), for consumers that never show it (evaluation, subtitle files).
+
+        `tentative_hold_ms`: while the session still has model work for its sentence, a change
+        of the tentative tail alone is held back up to this long (it is often committed or
+        replaced a step later); the tail is always shown once the session waits for input.
+        0: every change makes an update. A server sets it: each update is a message.
 
         `drop_fillers`: hesitation sounds ("äh", "ähm", "hm"; `simulmt.input.fillers`) never reach
         the model (a filler that ends a sentence, "äh.", still ends it in `punctuation` mode).
@@ -157,6 +163,10 @@ class Session:
         self.max_tokens = max_source_tokens(engine, opts)  # per sentence (model positions)
         self.clock = clock
         self.tentative = tentative
+        if tentative_hold_ms < 0:
+            raise ValueError(f"tentative_hold_ms must be >= 0, got {tentative_hold_ms}")
+        self.tentative_hold_ms = tentative_hold_ms
+        self._held_since: float | None = None  # clock of the first step not shown since
         self.segmentation = Segmentation.parse(segmentation)
         self.drop_fillers = drop_fillers
         self.fillers_dropped = 0  # hesitation sounds received and left out
@@ -313,7 +323,7 @@ class Session:
                 req = None
                 break
             req = self.search.plan(self.stream, self._view(), self.clock())
-            self._emit(out)
+            self._emit(out, settled=req is None)  # None: it waits, so show the tail now
             if req is not None or not self.stream.done:
                 break
         self._has_work = req is not None
@@ -335,6 +345,7 @@ class Session:
         if self.stream is None and self.sentences:
             self.stream, self.encoded = StreamState(), 0
             self.display = Display(numbers=self.numbers)
+            self._held_since = None
         return self.sentences[0].words[self.encoded :] if self.stream is not None else []
 
     def _settle(self, out: list[Update], *, encode: bool = True) -> bool:
@@ -367,14 +378,23 @@ class Session:
                 f"unknown characters in {', '.join(map(repr, unk))} (read as <unk>)"
             )
 
-    def _emit(self, out: list[Update]) -> None:
-        """Append an Update if the visible output changed (`Display.update`)."""
+    def _emit(self, out: list[Update], *, settled: bool = False) -> None:
+        """Append an Update if the visible output changed (`Display.update`). `settled`: the
+        session waits for input now, so a tail held back (`tentative_hold_ms`) is shown."""
         assert self.stream is not None
         tail = self.search.tentative_tail if self.tentative else None
+        hold = False
+        if tail is not None and self.tentative_hold_ms > 0 and not settled:
+            now = self.clock()
+            if self._held_since is None:
+                self._held_since = now
+            hold = (now - self._held_since) * 1000 < self.tentative_hold_ms
         update = self.display.update(
             self.stream, self.sentences[0], tokenizer=self.engine.tokenizer, tail=tail,
-            clock=self.clock,
+            clock=self.clock, hold_tail=hold,
         )
+        if update is not None or settled:  # what is shown is current
+            self._held_since = None
         if update is not None:
             out.append(update)
 

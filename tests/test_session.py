@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -390,3 +391,60 @@ def test_sentences_started_in_one_round_are_encoded_together(
     assert [[(u.sentence_id, u.text, u.final, u.delays) for u in o] for o in outs] == alone
     assert sum(u.final for u in outs[0]) == 3
     assert batches and all(n == 3 for n in batches), batches  # never one stream alone
+
+
+HELD_TEXT = "das ist ein kleiner Test . und noch ein Satz mit vielen Wörtern , der lang ist ."
+
+
+def _pushes(
+    hold_ms: float, clock: Callable[[], float], policy: str = "wait-k:k=2"
+) -> list[list[Update]]:
+    """The updates of each push (one word at a time), then of finish."""
+    session = Session(ENGINE, policy=policy, tentative_hold_ms=hold_ms, clock=clock)
+    pushes = [session.push(word) for word in HELD_TEXT.split()]
+    return [*pushes, session.finish()]
+
+
+def _tail_only(update: Update) -> bool:
+    return not update.committed_delta and not update.final
+
+
+@pytest.mark.parametrize("policy", ["wait-k:k=2", "local-agreement:n=2,chunk=1"])
+def test_a_held_tail_is_shown_whenever_the_session_waits_for_input(policy: str) -> None:
+    """`tentative_hold_ms`: tail-only changes wait while the model works, so a reader sees the
+    same committed words, the same finals and, whenever the session waits for input, the
+    same tentative tail as without the hold; only the updates in between go. (Local
+    agreement leaves a tail at most waits; wait-k's words are complete there.)"""
+    every = _pushes(0.0, lambda: 0.0, policy)
+    held = _pushes(1e9, lambda: 0.0, policy)  # the clock never moves: nothing released by time
+
+    def seen(pushes: list[list[Update]]) -> list[tuple[str, str, tuple[str, ...]]]:
+        shown, committed = "", ""
+        finals: tuple[str, ...] = ()
+        out = []
+        for ups in pushes:
+            for u in ups:
+                shown, committed = u.tentative, committed + u.committed_delta
+                finals += (u.text,) if u.final else ()
+            out.append((shown, committed, finals))
+        return out
+
+    assert seen(held) == seen(every)
+    for ups in held:  # a tail alone only as the last update before the session waits
+        assert not any(_tail_only(u) for u in ups[:-1])
+    if policy.startswith("wait-k"):  # tails alone while it worked on a word: those went
+        assert any(_tail_only(u) for ups in every for u in ups[:-1])
+        assert sum(map(len, held)) < sum(map(len, every))
+    else:  # tails shown at the waits: the flush was needed
+        assert any(ups and _tail_only(ups[-1]) for ups in held)
+
+
+def test_a_tail_held_longer_than_the_hold_is_shown_while_the_model_works() -> None:
+    ticks = iter(range(10**6))
+    held = _pushes(500.0, lambda: float(next(ticks)))  # each look at the clock: one more second
+    assert any(_tail_only(u) for ups in held for u in ups[:-1])
+
+
+def test_a_negative_hold_is_refused() -> None:
+    with pytest.raises(ValueError, match="tentative_hold_ms must be >= 0"):
+        Session(ENGINE, tentative_hold_ms=-1.0)

@@ -39,20 +39,22 @@ class Display:
         tokenizer: Tokenizer,
         tail: Callable[[StreamState], list[int]] | None,
         clock: Callable[[], float],
+        hold_tail: bool = False,
     ) -> Update | None:
         """The Update if the visible output changed (committed words or tentative tail), else
         None. Only what changed is detokenized: committed words once, the tail when it moved.
-        `tail`: the stream's tentative tail ids; None: updates carry committed words only."""
+        `tail`: the stream's tentative tail ids; None: updates carry committed words only.
+        `hold_tail`: a change of the tail alone makes no update now (nor is the tail worked
+        out); an update for new committed words still carries the current tail."""
         if self.shown_final:
             return None
         if st.complete_tokens > self.decoded_tokens:
             self._decode_words(st, tokenizer, sent.words)
         new_words = self.words[self.shown_words :]
-        if tail is None:
-            if not new_words and not st.done:
-                return None
-            tail_ids: tuple[int, ...] = ()
-        else:
+        if not new_words and not st.done and (tail is None or hold_tail):
+            return None
+        tail_ids: tuple[int, ...] = ()
+        if tail is not None:
             tail_ids = tuple(st.committed[self.decoded_tokens :] + tail(st))
             if not new_words and not st.done and tail_ids == self.shown_tail:
                 return None
