@@ -21,10 +21,12 @@ point 64, what `reduce_range` does for the same reason): every int32 sum is then
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import enum
 import warnings
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TypeVar
 
 import torch
@@ -105,8 +107,11 @@ class Int8Linear(nn.Module):
 _FBGEMM_LINEAR = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32.default._op
 # Calling it from Python still asks each argument for `__torch_function__`; on the packed
 # weights (a ScriptObject) the failed lookup took 18 us of the 44 a 1-row call cost. No tensor
-# here is a subclass, so the lookup is switched off around the call (0.4 us to enter).
-_NO_TORCH_FUNCTION = torch._C.DisableTorchFunction
+# here is a subclass, so the lookup is switched off around the call (0.4 us to enter). A torch
+# without this (private) switch just pays the lookup.
+_NO_TORCH_FUNCTION: Callable[[], AbstractContextManager[object]] = getattr(
+    torch._C, "DisableTorchFunction", contextlib.nullcontext
+)
 
 
 class FbgemmInt8Linear(nn.Module):
