@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from simulmt.server.config import ServerConfig
 
 from simulmt.engine import Engine
 from simulmt.input.sentences import Segmentation
@@ -63,6 +64,7 @@ class Replay:
     source_words: int
     turns: int
     rows: int  # sessions advanced, summed over turns
+    updates: int  # what a server would send as `partial`/`final` messages
     delays: list[tuple[float, bool]]
 
     def p(self, q: int, *, end: bool | None = None) -> float:
@@ -86,11 +88,12 @@ def replay(engine: Engine, sentences: list[str], args: argparse.Namespace) -> Re
             options=options,
             segmentation=Segmentation.PUNCTUATION,
             clock=lambda: now,
+            tentative_hold_ms=args.tentative_hold_ms,
         )
         arrivals = [offset + j / args.rate for j in range(len(words))]
         speakers.append(Speaker(session, words, arrivals))
     cpu = 0.0
-    turns = rows = 0
+    turns = rows = updates = 0
     while True:
         active = []
         for s in speakers:
@@ -115,8 +118,9 @@ def replay(engine: Engine, sentences: list[str], args: argparse.Namespace) -> Re
         now += spent if args.turn_ms is None else args.turn_ms / 1000
         turns += 1
         rows += len(active)
-        for s, updates in zip(active, outs, strict=True):
-            for update in updates:
+        for s, session_updates in zip(active, outs, strict=True):
+            updates += len(session_updates)
+            for update in session_updates:
                 for d in update.delays:
                     needed = s.sentence_start + d - 1
                     s.pending.append(((now - s.arrivals[needed]) * 1000, needed))
@@ -125,7 +129,7 @@ def replay(engine: Engine, sentences: list[str], args: argparse.Namespace) -> Re
                     s.delays += [(ms, n == s.sentence_start - 1) for ms, n in s.pending]
                     s.pending = []
     delays = [d for s in speakers for d in s.delays + [(ms, False) for ms, _ in s.pending]]
-    return Replay(cpu, sum(len(s.words) for s in speakers), turns, rows, delays)
+    return Replay(cpu, sum(len(s.words) for s in speakers), turns, rows, updates, delays)
 
 
 def main() -> int:
@@ -144,6 +148,12 @@ def main() -> int:
         "--steps-per-turn", type=int, default=1, help="decoder steps a turn (as serve's option)"
     )
     p.add_argument(
+        "--tentative-hold-ms",
+        type=float,
+        default=ServerConfig.tentative_hold_ms,
+        help="as serve's option (default: serve's)",
+    )
+    p.add_argument(
         "--turn-ms",
         type=float,
         help="move the clock on by this much per turn instead of the turn's CPU time: the same "
@@ -159,9 +169,9 @@ def main() -> int:
         f"{args.sessions} sessions, {args.policy}, {args.rate} words/s for 60-100% of "
         f"{args.seconds:g} s, {engine.precision} on one thread\n"
     )
-    print("| replay | CPU ms / source word | turns | mean batch | p50 ms | p95 ms "
-          "| p95 mid-sentence | p95 after the last word |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| replay | CPU ms / source word | turns | mean batch | updates / source word "
+          "| p50 ms | p95 ms | p95 mid-sentence | p95 after the last word |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     best = None
     for r in range(args.repeats):
         run = replay(engine, sentences, args)
@@ -169,8 +179,8 @@ def main() -> int:
         best = per_word if best is None else min(best, per_word)
         print(
             f"| {r + 1} | {per_word:.2f} | {run.turns} | {run.rows / max(run.turns, 1):.1f} "
-            f"| {run.p(50):.0f} | {run.p(95):.0f} | {run.p(95, end=False):.0f} "
-            f"| {run.p(95, end=True):.0f} |",
+            f"| {run.updates / run.source_words:.2f} | {run.p(50):.0f} | {run.p(95):.0f} "
+            f"| {run.p(95, end=False):.0f} | {run.p(95, end=True):.0f} |",
             flush=True,
         )
     print(f"\nbest: {best:.2f} ms of CPU per source word")

@@ -36,7 +36,7 @@ def test_added_delays_tell_the_words_written_after_the_sentences_last_word() -> 
 def test_the_replay_feeds_every_word_and_times_every_committed_one() -> None:
     args = argparse.Namespace(
         sessions=3, seconds=2.0, rate=2.5, policy="wait-k:k=2", seed=0, turn_ms=20.0,
-        steps_per_turn=1,
+        steps_per_turn=1, tentative_hold_ms=100.0,
     )
     run = serve_cpu.replay(Engine.tiny(), load_sentences(None), args)
     assert run.source_words == sum(
