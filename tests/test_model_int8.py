@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -15,6 +17,7 @@ from simulmt.model.int8 import (
     Int8Kernel,
     Int8Linear,
     default_kernel,
+    int8_dot_product,
     quantize_linears,
 )
 from simulmt.model.layers import stack_kv
@@ -106,12 +109,19 @@ def test_fbgemm_int8_linear_is_close_to_float_and_exact_in_int32() -> None:
 
 
 def test_default_kernel_follows_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    """fbgemm where AVX2 is the best the CPU has (torch._int_mm was 15-26x slower than float32
-    there), torch._int_mm with AVX512 (fast with VNNI/AMX)."""
-    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    """torch._int_mm only with int8 dot-product instructions (VNNI, AMX); fbgemm on AVX2 and on
+    AVX512 without VNNI, where torch._int_mm was 10-50x slower than float32."""
+    flags: dict[str, bool] = {"avx2": True, "avx512_f": True}
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: flags)
+    assert not int8_dot_product()
     assert default_kernel() is Int8Kernel.FBGEMM
-    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
-    assert default_kernel() is Int8Kernel.INT_MM
+    for instruction in ("avx512_vnni", "amx_int8"):
+        flags = {"avx512_f": True, instruction: True}
+        assert int8_dot_product()
+        assert default_kernel() is Int8Kernel.INT_MM
+    monkeypatch.setattr(torch.backends, "quantized", SimpleNamespace(supported_engines=["qnnpack"]))
+    flags = {}
+    assert default_kernel() is Int8Kernel.INT_MM  # no fbgemm in this build: the only kernel
 
 
 def test_int8_weight_must_be_int8() -> None:

@@ -11,7 +11,8 @@ elementwise, so a row's output is the same alone or in any batch, and its roundi
 than one scale per tensor.
 
 `torch._int_mm` is fast only where the CPU has int8 dot-product instructions (AVX512-VNNI,
-AMX); on an AVX2-only CPU it was 15-26x slower than float32 (bench/RESULTS.md). There
+AMX); on an AVX2-only CPU it was 15-26x slower than float32, on an AVX512 CPU without VNNI
+10-50x (bench/RESULTS.md). There
 `FbgemmInt8Linear` keeps the same per-row contract on fbgemm's kernel: each row is divided by
 its own absmax, then quantized with one *fixed* scale, so fbgemm's per-tensor parameters no
 longer depend on the batch. AVX2's int8 multiply-add (vpmaddubsw) saturates at int16 when two
@@ -32,7 +33,10 @@ from typing import TypeVar
 import torch
 from torch import nn
 
-__all__ = ["FbgemmInt8Linear", "Int8Kernel", "Int8Linear", "default_kernel", "quantize_linears"]
+__all__ = [
+    "FbgemmInt8Linear", "Int8Kernel", "Int8Linear", "default_kernel", "int8_dot_product",
+    "quantize_linears",
+]
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
@@ -45,15 +49,25 @@ ROW_ZERO_POINT = 64  # so the uint8 codes are 1..127: two products sum to <= 2*1
 class Int8Kernel(enum.Enum):
     """Which int8 matrix product `--dtype int8` runs; the same per-row contract either way."""
 
-    INT_MM = "int_mm"  # torch._int_mm, 8-bit activations: fast with AVX512-VNNI/AMX
-    FBGEMM = "fbgemm"  # fbgemm, 7-bit activations: fast on AVX2
+    INT_MM = "int_mm"  # torch._int_mm, 8-bit activations: fast with AVX512-VNNI/AMX only
+    FBGEMM = "fbgemm"  # fbgemm, 7-bit activations: fast on AVX2 and AVX512
 
 
 def default_kernel() -> Int8Kernel:
-    """fbgemm on CPUs whose best instruction set is AVX2 (or less), torch._int_mm elsewhere."""
-    fbgemm = "fbgemm" in torch.backends.quantized.supported_engines
-    wide = torch.backends.cpu.get_cpu_capability() not in ("DEFAULT", "AVX2")
-    return Int8Kernel.INT_MM if wide or not fbgemm else Int8Kernel.FBGEMM
+    """torch._int_mm where the CPU has int8 dot-product instructions (AVX512-VNNI, AMX), fbgemm
+    elsewhere: without them `_int_mm` was 10-50x slower than float32, on an AVX2-only EPYC and on
+    an AVX512 Xeon without VNNI alike (bench/RESULTS.md), and fbgemm was faster than float32."""
+    if "fbgemm" not in torch.backends.quantized.supported_engines:
+        return Int8Kernel.INT_MM
+    return Int8Kernel.INT_MM if int8_dot_product() else Int8Kernel.FBGEMM
+
+
+def int8_dot_product() -> bool:
+    """Whether this CPU has instructions that `torch._int_mm` needs to be fast (AVX512-VNNI or
+    AMX-INT8). The capability name alone ("AVX512") does not tell: VNNI came later."""
+    get = getattr(torch.cpu, "get_capabilities", None)
+    flags = get() if callable(get) else {}
+    return bool(flags.get("avx512_vnni") or flags.get("amx_int8"))
 
 
 class Int8Linear(nn.Module):
