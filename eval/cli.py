@@ -97,15 +97,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--jobs",
         type=int,
         default=1,
-        help="worker processes, each simulating every N-th line (Linux; default 1); "
-        "with --threads 1, one job per CPU core is fastest",
+        help="worker processes, each simulating every N-th line on one torch thread (Linux; "
+        "default 1); one job per CPU core is fastest",
     )
     a("--limit", type=int, default=None, help="only the first N sentences")
     a(
         "--threads",
         type=int,
         default=None,
-        help="torch CPU threads (default: torch's choice; 1 avoids contention on a busy machine)",
+        help="torch CPU threads of --jobs 1 (default: torch's choice; 1 avoids contention on a "
+        "busy machine); each of --jobs N runs one",
     )
     a("--no-progress", action="store_true", help="no progress bar")
     a(
@@ -151,6 +152,12 @@ def _check_counts(args: argparse.Namespace) -> None:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    if args.jobs > 1 and args.threads is not None and args.threads > 1:
+        raise ValueError(
+            f"--threads {args.threads} with --jobs {args.jobs}: each job runs one torch thread "
+            "(processes forked after the model load cannot start thread pools of their own); "
+            "use --jobs N (one per core is fastest) or --jobs 1 --threads N"
+        )
 
 
 def _specs(args: argparse.Namespace) -> list[str]:

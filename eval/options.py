@@ -18,7 +18,7 @@ class RunConfig:
     # lines in flight together (per job): amortizes per-step overhead; 160-384 measured equal,
     # 512 15% slower (a wider pool to grow and scan; bench/RESULTS.md)
     batch_size: int = 256
-    jobs: int = 1  # worker processes, each simulating every jobs-th line (fork, Linux)
+    jobs: int = 1  # worker processes, each simulating every jobs-th line on one thread (fork)
     scoring: Scoring = SearchOptions.scoring  # how the beam ranks hypotheses of different length
     alpha: float = SearchOptions.alpha  # GNMT length-normalization exponent
     beta: float = SearchOptions.beta  # GNMT coverage penalty weight (0: off)

@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import torch
+
 from simulmt.eval.corpus import SentenceStats
 from simulmt.eval.options import RunConfig
 from simulmt.eval.quality import segment_statistics
@@ -266,7 +268,7 @@ def _run_forked(
     jobs: int,
 ) -> tuple[list[SentenceStats], float]:
     """Split the lines round-robin over `jobs` forked processes (they share the loaded
-    weights copy-on-write and keep the caller's torch thread count); each runs `_run_pool`
+    weights copy-on-write and run one torch thread each, see `_worker`); each runs `_run_pool`
     on its share and sends back progress, then its results. A session never crosses
     processes, so every line is simulated exactly as in one process."""
     ctx = multiprocessing.get_context("fork")
@@ -329,6 +331,10 @@ def _worker(
     config: RunConfig,
     send: multiprocessing.connection.Connection,
 ) -> None:
+    """One forked job. It runs one torch thread: a child forked after the parent ran a
+    multi-threaded op inherits OpenMP's thread pool without its threads, and its first parallel
+    op waits for them forever (`eval --jobs 2` hung without `--threads 1`)."""
+    torch.set_num_threads(1)
     try:
         before = engine.compute_ms
         stats = _run_pool(engine, policy, tracks, config, lambda n: send.send(("progress", n)))

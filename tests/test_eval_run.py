@@ -189,6 +189,47 @@ def test_jobs_give_what_one_process_gives(policy: str) -> None:
     assert quality_from_statistics(stats) == corpus_quality(preds, refs)
 
 
+# a parent whose OpenMP pool has threads (a big product on 2 threads), then jobs that each run
+# a parallel op: before, the first one waited for the parent's pool threads forever
+_FORKED_AFTER_THREADS = """
+import torch
+from simulmt.eval import runner
+from simulmt.engine import Engine
+torch.set_num_threads(2)
+a = torch.randn(1024, 1024)
+(a @ a).sum()
+pool = runner._run_pool
+def run_pool(*args, **kwargs):
+    assert torch.get_num_threads() == 1, torch.get_num_threads()
+    (a @ a).sum()
+    return pool(*args, **kwargs)
+runner._run_pool = run_pool
+sim = runner.simulate(Engine.tiny(seed=0), "wait-k:k=2", ["a b c", "d e f"], ["x", "y"],
+                      config=runner.RunConfig(jobs=2))
+print(len(sim.stats))
+"""
+
+
+def test_jobs_run_one_thread_each_after_a_multithreaded_parent() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", _FORKED_AFTER_THREADS], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["2"]
+
+
+def test_eval_refuses_threads_with_jobs(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Refused before the model load, with what works instead."""
+    from simulmt.cli import main
+
+    src = tmp_path / "s.de"
+    src.write_text("a b\n", encoding="utf-8")
+    argv = ["eval", "--source", str(src), "--reference", str(src), "--jobs", "2", "--threads", "2"]
+    assert main(argv) == 2
+    assert "--threads 2 with --jobs 2: each job runs one torch thread" in caplog.text
+    assert "--jobs 1 --threads N" in caplog.text
+
+
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_a_line_a_session_refuses_fails_the_run_before_any_model_work(jobs: int) -> None:
     """Before: the line failed inside its job, after every earlier batch had been computed (a
