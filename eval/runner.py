@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
-
 from simulmt.eval.corpus import SentenceStats
 from simulmt.eval.options import RunConfig
 from simulmt.eval.quality import segment_statistics
