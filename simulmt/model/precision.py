@@ -54,11 +54,17 @@ class PrecisionChoice:
 def native_precisions() -> tuple[str, ...]:
     """The precisions this CPU runs without emulation: float32 and int8 everywhere (an int8
     kernel exists for every x86 CPU), bfloat16 only with bf16 instructions (AVX512-BF16, AMX):
-    without them oneDNN emulates it, several times slower than float32."""
+    without them oneDNN emulates it, several times slower than float32. oneDNN's own check
+    says yes to any AVX-512 CPU (it can emulate), so the CPU's flags decide where torch has
+    them."""
     try:
         bf16 = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):  # a build without oneDNN: no bf16 kernels either
         bf16 = False
+    get = getattr(torch.cpu, "get_capabilities", None)
+    flags = get() if callable(get) else None
+    if bf16 and flags is not None:
+        bf16 = bool(flags.get("avx512_bf16") or flags.get("amx_bf16"))
     return tuple(n for n in DTYPE_NAMES if n != "bfloat16" or bf16)
 
 
