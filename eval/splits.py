@@ -6,8 +6,8 @@ of outputs with a sentence end followed by more words (`simulmt.output.sentence_
 the lines whose source has none inside it, measures how often that happens (and what the
 engine's premature-stop rule, simulmt.search.stops, leaves of it). A source line counts as one
 sentence only if neither the detector nor the engine's punctuation segmentation (which also
-ends sentences at "…" and after "Dr.": `simulmt.input.words.ends_sentence`) finds an end inside it:
-where the engine cut the line, a second target sentence is no premature stop.
+ends sentences at "…" and at "!" inside quotes: `simulmt.input.words.ends_sentence`) finds an
+end inside it: where the engine cut the line, a second target sentence is no premature stop.
 """
 
 from __future__ import annotations
