@@ -228,7 +228,7 @@ def engine() -> Engine:
 
 
 def test_evaluate_long_form_streams_each_document_as_one_sequence(engine: Engine) -> None:
-    doc = Document("d", (("a", "b", "c."), ("d", "e", "f", "g.")), ("the", "the the"))
+    doc = Document("d", (("a", "b", "cc."), ("d", "e", "f", "gg.")), ("the", "the the"))
     result, (rec,) = evaluate_long_form(
         engine, "wait-k:k=2", [doc], run_config=RunConfig(loop_guard=0)  # "the" again and again
     )
