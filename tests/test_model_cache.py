@@ -6,6 +6,7 @@ that outgrow the pool): every step equals full recomputation."""
 from __future__ import annotations
 
 import random
+import sys
 
 import pytest
 import torch
@@ -207,3 +208,45 @@ def test_extend_needs_a_staged_step() -> None:
     cache.truncate(0)
     with pytest.raises(ValueError, match="no decoder step staged"):
         cache.extend([0])
+
+
+def test_a_growing_pool_keeps_each_slots_positions_and_pads_with_zeros() -> None:
+    """Growth copies each slot's used positions into fresh zeroed memory (an anonymous
+    mapping on the CPU, resident only where written): what a slot held stays, the padding an
+    earlier stream left behind reads as zeros, and every new position is zero and writable."""
+    pool = KVPool(PoolShape(4, 2, 8, torch.float32), slots=2, width=4)
+    a, b = pool.claim(), pool.claim()
+    ka, kb = torch.randn(4, 1, 2, 3, 8), torch.randn(4, 1, 2, 1, 8)  # (2L, 1, H, n, dh)
+    a.append(ka)
+    b.append(kb)
+    pool.data[:, b.index, :, 1:] = 7.0  # stale values past b's length
+    c = pool.claim()  # a third stream: the slots double
+    assert pool.slots == 4 and c.length == 0
+    assert torch.equal(a.tensor(), ka) and torch.equal(b.tensor(), kb)
+    assert bool((pool.data[:, b.index, :, 1:] == 0).all())
+    more = torch.randn(4, 1, 2, 5, 8)
+    a.append(more)  # past the width: the positions double
+    assert pool.width == 8
+    assert torch.equal(a.tensor(), torch.cat([ka, more], dim=3))
+    assert torch.equal(b.tensor(), kb) and bool((pool.data[:, c.index] == 0).all())
+    pool.data[:, c.index] = 1.0  # the fresh memory is writable
+    assert bool((pool.data[:, c.index] == 1).all()) and torch.equal(a.tensor()[:, :, :, :3], ka)
+
+
+def _resident_mb() -> float:
+    with open("/proc/self/status", encoding="ascii") as f:
+        line = next(x for x in f if x.startswith("VmRSS:"))
+    return int(line.split()[1]) / 1024
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+def test_a_pools_unwritten_positions_take_no_memory() -> None:
+    """eval's pool of 256 slots x 128 positions is 151 MB a plane; short sentences write a
+    fraction of it. Zeroing it all (`torch.zeros`) made all of it resident."""
+    before = _resident_mb()
+    pool = KVPool(PoolShape(6, 6, 64, torch.float32), slots=256, width=128)
+    slot = pool.claim()
+    slot.append(torch.ones(6, 1, 6, 20, 64))
+    assert pool.data.numel() * 4 > 150e6
+    assert _resident_mb() - before < 40
+    assert float(pool.data.sum()) == 6 * 6 * 20 * 64  # reads as zeros elsewhere
