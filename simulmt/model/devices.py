@@ -38,3 +38,11 @@ def use_device(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.set_device(device)
         torch.set_default_device(device)
+
+
+def cpu_flags() -> dict[str, object] | None:
+    """The CPU's instruction-set flags as torch reads them ("avx512_vnni", "amx_int8",
+    "avx512_bf16", …), or None on a torch without `torch.cpu.get_capabilities`. torch's one-word
+    capability ("AVX512") does not say whether the int8/bf16 instructions are there."""
+    get = getattr(torch.cpu, "get_capabilities", None)
+    return dict(get()) if callable(get) else None

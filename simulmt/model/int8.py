@@ -33,6 +33,8 @@ from typing import TypeVar
 import torch
 from torch import nn
 
+from simulmt.model.devices import cpu_flags
+
 __all__ = [
     "FbgemmInt8Linear", "Int8Kernel", "Int8Linear", "default_kernel", "int8_dot_product",
     "quantize_linears",
@@ -65,8 +67,7 @@ def default_kernel() -> Int8Kernel:
 def int8_dot_product() -> bool:
     """Whether this CPU has instructions that `torch._int_mm` needs to be fast (AVX512-VNNI or
     AMX-INT8). The capability name alone ("AVX512") does not tell: VNNI came later."""
-    get = getattr(torch.cpu, "get_capabilities", None)
-    flags = get() if callable(get) else {}
+    flags = cpu_flags() or {}
     return bool(flags.get("avx512_vnni") or flags.get("amx_int8"))
 
 

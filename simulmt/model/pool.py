@@ -241,7 +241,7 @@ def _zeros(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> 
     try:
         buf = mmap.mmap(-1, numel * dtype.itemsize, flags=private)
     except (OSError, ValueError):
-        return torch.zeros(shape, dtype=dtype)
+        return torch.zeros(shape, dtype=dtype, device=device)
     return torch.frombuffer(buf, dtype=dtype, count=numel).view(shape)  # holds `buf`
 
 

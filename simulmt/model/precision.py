@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from simulmt.model.devices import cpu_flags
 from simulmt.model.runtime import AUTO_DTYPE, DTYPE_NAMES
 from simulmt.model.transformer import SimulTransformer
 
@@ -61,8 +62,7 @@ def native_precisions() -> tuple[str, ...]:
         bf16 = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):  # a build without oneDNN: no bf16 kernels either
         bf16 = False
-    get = getattr(torch.cpu, "get_capabilities", None)
-    flags = get() if callable(get) else None
+    flags = cpu_flags()
     if bf16 and flags is not None:
         bf16 = bool(flags.get("avx512_bf16") or flags.get("amx_bf16"))
     return tuple(n for n in DTYPE_NAMES if n != "bfloat16" or bf16)
