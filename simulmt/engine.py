@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -13,9 +14,10 @@ from pathlib import Path
 import torch
 
 from simulmt.data.tokenizer import Tokenizer
+from simulmt.model.calibration import RANGES_FILE, load_ranges
 from simulmt.model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
 from simulmt.model.devices import DeviceError, resolve_device
-from simulmt.model.int8 import FbgemmInt8Linear, Int8Linear, quantize_linears
+from simulmt.model.int8 import FbgemmInt8Linear, Int8Linear, StaticInt8Linear, quantize_linears
 from simulmt.model.layers import Packing, append_kv, pack_kv, stack_kv, unstack_kv
 from simulmt.model.pool import KVPool, PoolShape
 from simulmt.model.precision import choose_precision
@@ -103,8 +105,9 @@ class Engine:
         with AMX/AVX512-BF16 batched steps are several times faster; outputs can differ from
         float32 in rare near-ties (bench/RESULTS.md has the measured BLEU difference). "int8"
         quantizes the weights of every linear layer to int8 per output channel and their inputs
-        per row (simulmt.model.int8: a stream's output does not depend on what it is batched
-        with); caches stay float32."""
+        per row, or on the calibrated ranges of the folder's int8_ranges.json where it has one
+        (simulmt.model.int8, `simulmt calibrate`): either way a stream's output does not
+        depend on what it is batched with; caches stay float32."""
         target = resolve_device(device)  # a missing GPU is refused before the slow load
         folder = Path(model_dir) if model_dir is not None else default_model_dir()
         ckpt = folder / MODEL_FILE if folder.is_dir() else folder
@@ -120,7 +123,10 @@ class Engine:
                 raise DeviceError("int8 runs on CPUs; with --device cuda use --dtype float32 "
                                   "or bfloat16")
             dtype = "float32" if dtype == AUTO_DTYPE else dtype
-        model, _ = choose_precision(model, dtype, convert=for_inference)
+        ranges_path = ckpt.parent / RANGES_FILE  # calibrated int8 input ranges, if any
+        ranges = load_ranges(ranges_path) if ranges_path.is_file() else None
+        convert = functools.partial(for_inference, ranges=ranges)
+        model, _ = choose_precision(model, dtype, convert=convert)
         tok_path = ckpt.parent / TOKENIZER_FILE
         tokenizer = (
             Tokenizer.from_bytes(data["tokenizer"])
@@ -283,21 +289,26 @@ def inference_dtype(name: str) -> torch.dtype:
     return DTYPES[name]
 
 
-def for_inference(model: SimulTransformer, name: str) -> SimulTransformer:
+def for_inference(
+    model: SimulTransformer, name: str, *, ranges: Mapping[str, float] | None = None
+) -> SimulTransformer:
     """`model` (float32) in precision `name` (see `Engine.load`); bfloat16 and int8 return a
-    copy, so that `--dtype auto` can build and time each from one loaded model."""
+    copy, so that `--dtype auto` can build and time each from one loaded model. `ranges`: the
+    model folder's calibrated int8 input ranges (`simulmt.model.calibration`), if it has them."""
     dtype = inference_dtype(name)
     if dtype is not model.dtype:
         model = copy.deepcopy(model).to(dtype)
     if name == "int8":
-        # per-row activation scales (simulmt.model.int8), not torch.ao's dynamic quantization:
-        # its one scale per batch tensor made a stream's output depend on the other streams
-        return quantize_linears(model, prepare=SimulTransformer.fuse_projections)
+        # per-row or calibrated activation scales (simulmt.model.int8), not torch.ao's dynamic
+        # quantization: its one scale per batch tensor made a stream's output depend on the
+        # other streams
+        return quantize_linears(model, prepare=SimulTransformer.fuse_projections, ranges=ranges)
     return model
 
 
 def precision_of(model: SimulTransformer) -> str:
     """The precision name `model` runs in (int8 when its linear layers are quantized)."""
-    if any(isinstance(m, (Int8Linear, FbgemmInt8Linear)) for m in model.modules()):
+    if any(isinstance(m, (Int8Linear, FbgemmInt8Linear, StaticInt8Linear))
+           for m in model.modules()):
         return "int8"
     return {v: k for k, v in DTYPES.items() if k != "int8"}.get(model.dtype, str(model.dtype))

@@ -15,6 +15,7 @@ COMMANDS: dict[str, str] = {
     "train": "simulmt.train.cli",
     "translate": "simulmt.cli.translate",
     "export": "simulmt.train.export",
+    "calibrate": "simulmt.cli.calibrate",
     "soup": "simulmt.train.soup",
     "policies": "simulmt.policies.cli",
     "eval": "simulmt.eval.cli",

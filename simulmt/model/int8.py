@@ -18,6 +18,12 @@ its own absmax, then quantized with one *fixed* scale, so fbgemm's per-tensor pa
 longer depend on the batch. AVX2's int8 multiply-add (vpmaddubsw) saturates at int16 when two
 products of full 8-bit operands add up, so the activations use 7 bits (-63..63 around zero
 point 64, what `reduce_range` does for the same reason): every int32 sum is then exact.
+
+Where the model folder has calibrated activation ranges (`simulmt calibrate`,
+`simulmt.model.calibration`), fbgemm's layers use them instead (`StaticInt8Linear`): one fixed
+scale per layer, clipped to the calibrated range, so the row scaling around the kernel (five
+small tensor ops a call, half of a small call's time) goes away and the bias is added inside
+it. A fixed scale depends on no row at all, so the per-row contract holds as well.
 """
 
 from __future__ import annotations
@@ -25,19 +31,21 @@ from __future__ import annotations
 import contextlib
 import copy
 import enum
+import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import TypeVar
 
 import torch
 from torch import nn
 
+from simulmt.model.checkpoint import CheckpointError
 from simulmt.model.devices import cpu_flags
 
 __all__ = [
-    "FbgemmInt8Linear", "Int8Kernel", "Int8Linear", "default_kernel", "int8_dot_product",
-    "quantize_linears",
+    "FbgemmInt8Linear", "Int8Kernel", "Int8Linear", "StaticInt8Linear", "default_kernel",
+    "int8_dot_product", "quantize_linears",
 ]
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
@@ -138,14 +146,7 @@ class FbgemmInt8Linear(nn.Module):
     def __init__(self, linear: nn.Linear) -> None:
         super().__init__()
         self.out_features, self.in_features = linear.weight.shape
-        w = linear.weight.detach().float()  # (out, in)
-        scale = (w.abs().amax(dim=1).clamp_min(EPS) / QMAX).double()  # (out,)
-        with warnings.catch_warnings():  # quantized tensors are deprecated, fbgemm's API is not
-            warnings.simplefilter("ignore", UserWarning)
-            qw = torch.quantize_per_channel(
-                w, scale, torch.zeros_like(scale, dtype=torch.long), 0, torch.qint8
-            )  # (out, in)
-        self._packed = torch.ops.quantized.linear_prepack(qw, None)
+        self._packed = _prepack(linear, with_bias=False)
         bias = linear.bias
         self.register_buffer("bias", None if bias is None else bias.detach().float().clone())
 
@@ -166,29 +167,89 @@ class FbgemmInt8Linear(nn.Module):
                 f"bias={self.bias is not None}")
 
 
+class StaticInt8Linear(nn.Module):
+    """`nn.Linear` on fbgemm's int8 kernel with a calibrated input range: weights per output
+    channel, activations on 7 bits of one fixed grid spanning [-absmax, absmax] (inputs beyond
+    it are clipped). Two tensor ops a call where `FbgemmInt8Linear` needs six, the bias added
+    inside the kernel. Holds no Parameters: it is for inference only."""
+
+    def __init__(self, linear: nn.Linear, absmax: float) -> None:
+        super().__init__()
+        if not (math.isfinite(absmax) and absmax > 0):
+            raise ValueError(f"an activation range must be a finite number > 0, got {absmax!r}")
+        self.out_features, self.in_features = linear.weight.shape
+        self.absmax = float(absmax)
+        self._scale = self.absmax / ROW_LEVELS  # one code step of the input grid
+        # codes 0..127 around ROW_ZERO_POINT: exact int32 sums on AVX2 (module docstring)
+        self._lo = -ROW_ZERO_POINT * self._scale
+        self._hi = (QMAX - ROW_ZERO_POINT) * self._scale
+        self._packed = _prepack(linear, with_bias=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """(..., in) float32 → (..., out) float32."""
+        with _NO_TORCH_FUNCTION():
+            return _FBGEMM_LINEAR(
+                x.clamp(self._lo, self._hi), self._scale, ROW_ZERO_POINT, self._packed
+            )
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"absmax={self.absmax:.4g}")
+
+
+def _prepack(linear: nn.Linear, *, with_bias: bool) -> object:
+    """`linear`'s weights quantized per output channel to int8 and packed for fbgemm (with
+    its bias, if asked)."""
+    w = linear.weight.detach().float()  # (out, in)
+    scale = (w.abs().amax(dim=1).clamp_min(EPS) / QMAX).double()  # (out,)
+    with warnings.catch_warnings():  # quantized tensors are deprecated, fbgemm's API is not
+        warnings.simplefilter("ignore", UserWarning)
+        qw = torch.quantize_per_channel(
+            w, scale, torch.zeros_like(scale, dtype=torch.long), 0, torch.qint8
+        )  # (out, in)
+    bias = linear.bias.detach().float() if with_bias and linear.bias is not None else None
+    return torch.ops.quantized.linear_prepack(qw, bias)
+
+
 def quantize_linears(
     model: ModuleT,
     kernel: Int8Kernel | None = None,
     *,
     prepare: Callable[[ModuleT], None] | None = None,
+    ranges: Mapping[str, float] | None = None,
 ) -> ModuleT:
     """A copy of `model` with every `nn.Linear` replaced by an int8 one on `kernel` (default:
     `default_kernel()`; the original is left as it is; tied weights are quantized once per layer
-    that uses them). `prepare` changes the float copy first (e.g. fuses layers)."""
+    that uses them). `prepare` changes the float copy first (e.g. fuses layers). `ranges`:
+    calibrated input ranges by module name (after `prepare`); on fbgemm a layer with one is
+    a `StaticInt8Linear`, the others scale each row (`simulmt.model.calibration`)."""
     kernel = default_kernel() if kernel is None else kernel
+    ranges = ranges if kernel is Int8Kernel.FBGEMM and ranges is not None else {}
     # a new module tree that shares the original's tensors (inference reads them, never
     # writes; the linears' weights are replaced anyway): copying 22M weights took ~0.5 s
     shared = {id(t): t for t in (*model.parameters(), *model.buffers())}
     model = copy.deepcopy(model, memo=shared)
     if prepare is not None:
         prepare(model)
-    for parent in list(model.modules()):
+    linears = {n for n, m in model.named_modules() if isinstance(m, nn.Linear)}
+    unknown = sorted(set(ranges) - linears)
+    if unknown:
+        raise CheckpointError(
+            f"the int8 ranges name layers this model does not have ({', '.join(unknown[:3])}"
+            f"{', ...' if len(unknown) > 3 else ''}): they were made for another model; run "
+            "`simulmt calibrate` for this one"
+        )
+    for prefix, parent in list(model.named_modules()):
         for name, child in list(parent.named_children()):
-            if isinstance(child, nn.Linear):
-                layer = (
-                    FbgemmInt8Linear(child)
-                    if kernel is Int8Kernel.FBGEMM
-                    else Int8Linear.from_float(child)
-                )
-                setattr(parent, name, layer)
+            if not isinstance(child, nn.Linear):
+                continue
+            full = f"{prefix}.{name}" if prefix else name
+            layer: nn.Module
+            if full in ranges:
+                layer = StaticInt8Linear(child, ranges[full])
+            elif kernel is Int8Kernel.FBGEMM:
+                layer = FbgemmInt8Linear(child)
+            else:
+                layer = Int8Linear.from_float(child)
+            setattr(parent, name, layer)
     return model
