@@ -1,11 +1,14 @@
 """int8 linear kernels side by side at the bundled model's shapes (issue #55).
 
 float32 `F.linear`, bfloat16, simulmt's `Int8Linear` (per-row 8-bit activations,
-`torch._int_mm`), `FbgemmInt8Linear` (per-row 7-bit activations on fbgemm's kernel) and
-torch.ao's dynamic int8 (fbgemm, one activation scale per tensor), one thread, best of 5
+`torch._int_mm`), `FbgemmInt8Linear` (per-row 7-bit activations on fbgemm's kernel),
+`StaticInt8Linear` (fbgemm on a fixed input range, here the batch's largest value, as
+calibration would have measured it) and torch.ao's
+dynamic int8 (fbgemm, one activation scale per tensor), one thread, best of 5
 timing windows each. Also per kernel: whether a row's output is the same alone and in the
 batch, and the largest error against float32 relative to the output's largest value. Then the
-representative turn that `--dtype auto` times at load, per precision, on the bundled model.
+representative turn that `--dtype auto` times at load, per precision, on the bundled model,
+int8 with per-row scales and with the model folder's calibrated ranges (int8_ranges.json).
 
     .venv/bin/python bench/int8_kernels.py [--model DIR] [--rows 1 8 32 100]
 """
@@ -23,8 +26,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from simulmt.engine import Engine, for_inference
-from simulmt.model.int8 import FbgemmInt8Linear, Int8Linear
+from simulmt.engine import Engine, default_model_dir, for_inference
+from simulmt.model.calibration import RANGES_FILE, load_ranges
+from simulmt.model.int8 import FbgemmInt8Linear, Int8Linear, StaticInt8Linear
 from simulmt.model.precision import native_precisions, time_turns
 
 # (in, out) of the bundled model's linear layers: attention (384x384), FFN up and down, the
@@ -55,7 +59,9 @@ def torch_dynamic(linear: nn.Linear) -> nn.Module:
         )
 
 
-def kernels(linear: nn.Linear) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
+def kernels(
+    linear: nn.Linear, absmax: float = 1.0
+) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
     w, b = linear.weight.detach(), linear.bias.detach()
     wb, bb = w.bfloat16(), b.bfloat16()
     return {
@@ -63,6 +69,7 @@ def kernels(linear: nn.Linear) -> dict[str, Callable[[torch.Tensor], torch.Tenso
         "bfloat16": lambda x: F.linear(x.bfloat16(), wb, bb).float(),
         "int8 _int_mm (per row, 8 bit)": Int8Linear.from_float(linear),
         "int8 fbgemm (per row, 7 bit)": FbgemmInt8Linear(linear),
+        "int8 fbgemm (calibrated range, 7 bit)": StaticInt8Linear(linear, absmax),
         "int8 torch.ao dynamic (per tensor)": torch_dynamic(linear),
     }
 
@@ -78,15 +85,15 @@ def main() -> None:
     torch.set_num_threads(1)
     torch.manual_seed(0)
     print("\n| rows × in × out | " + " | ".join(kernels(nn.Linear(2, 2))) + " |")
-    print("|---|" + "---:|" * 5)
+    print("|---|" + "---:|" * 6)
     checks: dict[str, tuple[bool, float]] = {}
     with torch.no_grad():
         for d_in, d_out in SHAPES:
             linear = nn.Linear(d_in, d_out)
-            ks = kernels(linear)
             for m in args.rows:
                 # rows of different sizes, as streams at different points of their sentences
                 x = torch.randn(m, d_in) * torch.logspace(-1, 1, m).unsqueeze(1)  # (M, in)
+                ks = kernels(linear, float(x.abs().max()))
                 times = [best_ms(functools.partial(k, x)) for k in ks.values()]
                 cells = " | ".join(f"{t:.3f} ms" for t in times)
                 print(f"| {m} × {d_in} × {d_out} | {cells} |", flush=True)
@@ -103,6 +110,10 @@ def main() -> None:
         print(f"| {name} | {'yes' if same else 'no'} | {err:.4f} |")
     model = Engine.load(args.model).model
     built = {name: for_inference(model, name) for name in native_precisions()}
+    folder = args.model or default_model_dir()
+    if (folder / RANGES_FILE).is_file():
+        ranges = load_ranges(folder / RANGES_FILE)
+        built["int8 (calibrated ranges)"] = for_inference(model, "int8", ranges=ranges)
     print("\n`--dtype auto`'s timed turn on the model (best of 3, ms): "
           + ", ".join(f"{k} {v:.1f}" for k, v in time_turns(built).items()))
 

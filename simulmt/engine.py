@@ -250,7 +250,7 @@ class Engine:
         order = sorted(range(len(sources)), key=lambda i: len(new_ids[i]))  # groups by count
         counts = [len(new_ids[i]) for i in order]
         past_lengths = [len(sources[i].ids) for i in order]
-        packing = Packing.of(counts, past_lengths)
+        packing = Packing.of(counts, past_lengths, dtype=self.model.dtype)
         p, t = packing.past, counts[-1]
         empty = torch.zeros(
             2 * cfg.enc_layers, 1, cfg.n_heads, 0, cfg.head_dim, dtype=self.model.dtype

@@ -9,6 +9,15 @@ import torch.nn.functional as F
 from torch import nn
 
 
+def additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A bool attention mask (True = may attend) as the additive one attention applies: 0 where
+    True, -inf elsewhere. Attention converts a bool mask so at every call; a mask that several
+    layers share is converted once instead (two small ops saved per layer)."""
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(
+        mask.logical_not(), float("-inf")
+    )
+
+
 class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, dropout: float) -> None:
         super().__init__()
@@ -67,7 +76,8 @@ class MultiHeadAttention(nn.Module):
         return_weights: bool = False,
         q: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """x: (B, T, D) queries; k, v: (B, H, S, dh); mask: (B, 1, T, S) bool, True = may attend;
+        """x: (B, T, D) queries; k, v: (B, H, S, dh); mask: (B, 1, T, S) bool, True = may attend,
+        or that mask made additive (`additive_mask`: 0 or -inf, in the activations' dtype);
         q: x's query projection (B, T, D) if the caller has it (`project_qkv`).
 
         Every query row must allow at least one key (callers guarantee it), so no NaNs appear.
@@ -76,7 +86,10 @@ class MultiHeadAttention(nn.Module):
         q = self.split_heads(self.q_proj(x) if q is None else q)  # (B, H, T, dh)
         if return_weights:
             scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)  # (B, H, T, S)
-            scores = scores.masked_fill(~mask, float("-inf"))
+            if mask.dtype is torch.bool:
+                scores = scores.masked_fill(~mask, float("-inf"))
+            else:
+                scores = scores + mask
             weights = torch.softmax(scores, dim=-1)  # (B, H, T, S)
             out = self.dropout(weights) @ v  # (B, H, T, dh)
             avg: torch.Tensor | None = weights.mean(dim=1)  # (B, T, S)

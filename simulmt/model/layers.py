@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from simulmt.model.attention import MultiHeadAttention
+from simulmt.model.attention import MultiHeadAttention, additive_mask
 from simulmt.model.config import ModelConfig
 
 KV = tuple[torch.Tensor, torch.Tensor]  # keys, values: (B, H, S, dh) each
@@ -92,15 +92,19 @@ class Packing:
     streams sorted by their count of new tokens, stream by stream; `groups` are (lo, hi, t, a):
     streams lo..hi-1 each bring t tokens, rows a..a+(hi-lo)*t of the matrix. `past`: P, the
     longest cache; `masks`: per group (hi-lo, 1, t, P+t), the cache's real positions and the
-    causal mask over the new ones."""
+    causal mask over the new ones, additive (`additive_mask`: converted once, not per layer)."""
 
     groups: tuple[tuple[int, int, int, int], ...]
     past: int
     masks: tuple[torch.Tensor, ...]
 
     @classmethod
-    def of(cls, counts: Sequence[int], past_lengths: Sequence[int]) -> Packing:
-        """`counts` (ascending) new tokens and `past_lengths` cached positions per stream."""
+    def of(
+        cls, counts: Sequence[int], past_lengths: Sequence[int], *,
+        dtype: torch.dtype = torch.float32,
+    ) -> Packing:
+        """`counts` (ascending) new tokens and `past_lengths` cached positions per stream;
+        `dtype`: the activations' (the masks are added to attention scores in it)."""
         p = max(past_lengths)
         ok = torch.arange(p).unsqueeze(0) < torch.tensor(past_lengths).unsqueeze(1)  # (B, P)
         groups, masks = [], []
@@ -112,7 +116,7 @@ class Packing:
                 hi += 1
             causal = torch.ones(t, t, dtype=torch.bool).tril().expand(hi - lo, t, t)
             mask = torch.cat([ok[lo:hi].unsqueeze(1).expand(hi - lo, t, p), causal], dim=2)
-            masks.append(mask.unsqueeze(1))  # (n, 1, t, P+t)
+            masks.append(additive_mask(mask.unsqueeze(1), dtype))  # (n, 1, t, P+t)
             groups.append((lo, hi, t, a))
             a += (hi - lo) * t
             lo = hi

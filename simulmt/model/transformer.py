@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from simulmt.data.vocab import PAD_ID
-from simulmt.model.attention import MultiHeadAttention
+from simulmt.model.attention import MultiHeadAttention, additive_mask
 from simulmt.model.config import ModelConfig
 from simulmt.model.layers import (
     KV,
@@ -106,6 +106,7 @@ class SimulTransformer(nn.Module):
         x = self.embed_tokens(src, positions, last=start + t - 1)
         keys = torch.arange(start + t, device=src.device)  # (P+T,)
         mask = (keys.unsqueeze(0) <= positions[:1].T).view(1, 1, t, start + t)  # (1, 1, T, P+T)
+        mask = additive_mask(mask, x.dtype)  # once for every layer
         new_past: list[KV] = []
         for i, layer in enumerate(self.encoder):
             x, kv = layer(x, past[i] if past is not None else None, mask)
@@ -245,8 +246,8 @@ class SimulTransformer(nn.Module):
         else:
             ones = torch.ones(n, 1, dtype=torch.bool, device=last.device)
             valid = ones if past_valid is None else torch.cat([past_valid, ones], dim=1)
-        self_mask = valid.view(n, 1, 1, -1)  # (N, 1, 1, P+1)
-        cross_mask = cross_valid.view(n, 1, 1, -1)  # (N, 1, 1, S)
+        self_mask = additive_mask(valid.view(n, 1, 1, -1), x.dtype)  # (N, 1, 1, P+1)
+        cross_mask = additive_mask(cross_valid.view(n, 1, 1, -1), x.dtype)  # (N, 1, 1, S)
         new_kv: list[KV] = []
         weights = None
         last_layer = len(self.decoder) - 1
