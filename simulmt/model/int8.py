@@ -169,8 +169,8 @@ class FbgemmInt8Linear(nn.Module):
 
 class StaticInt8Linear(nn.Module):
     """`nn.Linear` on fbgemm's int8 kernel with a calibrated input range: weights per output
-    channel, activations on 7 bits of one fixed grid spanning [-absmax, absmax] (inputs beyond
-    it are clipped). Two tensor ops a call where `FbgemmInt8Linear` needs six, the bias added
+    channel, activations on 7 bits of one fixed grid from -64/63 absmax to absmax (inputs
+    beyond it are clipped). Two tensor ops a call where `FbgemmInt8Linear` needs six, the bias added
     inside the kernel. Holds no Parameters: it is for inference only."""
 
     def __init__(self, linear: nn.Linear, absmax: float) -> None:
