@@ -7,17 +7,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from simulmt.eval.runner import RunConfig, simulate
 from torch import nn
 
 from simulmt.cli.commands import main
 from simulmt.engine import Engine, for_inference
 from simulmt.model.calibration import RANGES_FILE, collect_ranges, load_ranges, save_ranges
-from simulmt.model.checkpoint import CheckpointError, save_checkpoint
+from simulmt.model.checkpoint import CheckpointError
 from simulmt.model.int8 import FbgemmInt8Linear, Int8Kernel, StaticInt8Linear, quantize_linears
 from simulmt.model.transformer import SimulTransformer
+from tests._model_helpers import save_tiny_folder, seeded_linear
 
 LINES = [
     "Ich habe heute ein Buch gelesen .",
@@ -28,38 +27,11 @@ LINES = [
 ]
 
 
-def _linear(seed: int, d_in: int, d_out: int, *, bias: bool = True) -> nn.Linear:
-    torch.manual_seed(seed)
-    return nn.Linear(d_in, d_out, bias=bias)
-
-
-@settings(max_examples=40, deadline=None)
-@given(
-    seed=st.integers(0, 10_000),
-    d_in=st.integers(1, 48),
-    d_out=st.integers(1, 48),
-    rows=st.integers(1, 12),
-    row=st.data(),
-    bias=st.booleans(),
-    absmax=st.floats(0.01, 100.0),
-)
-def test_a_row_gives_the_same_output_alone_and_in_any_batch(
-    seed: int, d_in: int, d_out: int, rows: int, row: st.DataObject, bias: bool, absmax: float
-) -> None:
-    """A fixed input grid depends on no row: a stream's output is the same whoever else is in
-    the step, as with the per-row scales."""
-    layer = StaticInt8Linear(_linear(seed, d_in, d_out, bias=bias), absmax)
-    g = torch.Generator().manual_seed(seed)
-    batch = torch.randn(rows, d_in, generator=g) * torch.logspace(-2, 2, rows).unsqueeze(1)
-    i = row.draw(st.integers(0, rows - 1))
-    assert torch.equal(layer(batch)[i], layer(batch[i : i + 1])[0])
-
-
 def test_static_int8_linear_is_close_to_float_within_its_range_and_clips_beyond() -> None:
     """Inside [-absmax, absmax] the error stays within half a step of the input grid
     (absmax/63) and of each weight channel; an input beyond the range counts as the range's
     end (clipped, never wrapped around), and the bias is added inside the kernel."""
-    lin = _linear(0, 64, 32)
+    lin = seeded_linear(0, 64, 32)
     absmax = 3.0
     layer = StaticInt8Linear(lin, absmax)
     x = (torch.rand(4, 3, 64) * 2 - 1) * absmax  # (B, T, in), inside the range
@@ -84,7 +56,9 @@ def test_static_int8_linear_is_close_to_float_within_its_range_and_clips_beyond(
 
 
 def test_quantize_linears_uses_a_range_where_it_has_one_and_refuses_unknown_names() -> None:
-    model = nn.Sequential(_linear(1, 8, 16), nn.ReLU(), nn.Sequential(_linear(2, 16, 4)))
+    model = nn.Sequential(
+        seeded_linear(1, 8, 16), nn.ReLU(), nn.Sequential(seeded_linear(2, 16, 4))
+    )
     quantized = quantize_linears(model, Int8Kernel.FBGEMM, ranges={"2.0": 5.0})
     assert isinstance(quantized[0], FbgemmInt8Linear)  # no range: per-row scales
     assert isinstance(quantized[2][0], StaticInt8Linear) and quantized[2][0].absmax == 5.0
@@ -146,28 +120,13 @@ def test_a_broken_range_file_is_refused_with_what_is_wrong(
         load_ranges(path)
 
 
-def _tiny_folder(folder: Path) -> Path:
-    engine = Engine.tiny(seed=0)
-    folder.mkdir()
-    save_checkpoint(
-        folder / "model.pt",
-        {
-            "model_config": engine.model.cfg.to_dict(),
-            "model": engine.model.state_dict(),
-            "tokenizer": engine.tokenizer.to_bytes(),
-            "meta": {"name": "tiny", "src": "de", "tgt": "en"},
-        },
-    )
-    return folder
-
-
 def test_the_calibrate_command_writes_ranges_that_the_engine_loads(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """End to end: `simulmt calibrate` writes int8_ranges.json beside model.pt; an int8 load of
     that folder builds fixed-scale layers and translates alike alone and batched; a file made
     for another model is refused at load, naming what to do."""
-    folder = _tiny_folder(tmp_path / "model")
+    folder = save_tiny_folder(tmp_path / "model")
     source = tmp_path / "dev.de"
     source.write_text("\n".join(LINES) + "\n\n")
     assert main(["calibrate", "--model", str(folder), "--source", str(source),
@@ -185,7 +144,7 @@ def test_the_calibrate_command_writes_ranges_that_the_engine_loads(
     assert all(s.prediction for s in alone.stats)
     assert not any(isinstance(m, StaticInt8Linear)
                    for m in Engine.load(folder, dtype="float32").model.modules())
-    other = _tiny_folder(tmp_path / "other")
+    other = save_tiny_folder(tmp_path / "other")
     body["ranges"]["encoder.9.ff.net.0"] = 1.0
     (other / RANGES_FILE).write_text(json.dumps(body))
     with pytest.raises(CheckpointError, match="simulmt calibrate"):
@@ -195,7 +154,7 @@ def test_the_calibrate_command_writes_ranges_that_the_engine_loads(
 def test_the_calibrate_command_refuses_bad_input(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    folder = _tiny_folder(tmp_path / "model")
+    folder = save_tiny_folder(tmp_path / "model")
     empty = tmp_path / "empty.de"
     empty.write_text("\n \n")
     assert main(["calibrate", "--model", str(folder), "--source", str(empty)]) == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import pytest
@@ -16,18 +17,20 @@ from simulmt.model.int8 import (
     FbgemmInt8Linear,
     Int8Kernel,
     Int8Linear,
+    StaticInt8Linear,
     default_kernel,
     int8_dot_product,
     quantize_linears,
 )
 from simulmt.model.layers import stack_kv
+from tests._model_helpers import seeded_linear
 
-KERNELS = {Int8Kernel.INT_MM: Int8Linear.from_float, Int8Kernel.FBGEMM: FbgemmInt8Linear}
-
-
-def _linear(seed: int, d_in: int, d_out: int, *, bias: bool = True) -> nn.Linear:
-    torch.manual_seed(seed)
-    return nn.Linear(d_in, d_out, bias=bias)
+# every int8 layer, by its kernel and input scaling (a calibrated range as in int8_ranges.json)
+LAYERS: dict[str, Callable[[nn.Linear], nn.Module]] = {
+    "int_mm, per row": Int8Linear.from_float,
+    "fbgemm, per row": FbgemmInt8Linear,
+    "fbgemm, calibrated range": lambda linear: StaticInt8Linear(linear, 10.0),
+}
 
 
 @settings(max_examples=40, deadline=None)
@@ -38,16 +41,16 @@ def _linear(seed: int, d_in: int, d_out: int, *, bias: bool = True) -> nn.Linear
     rows=st.integers(1, 12),
     row=st.data(),
     bias=st.booleans(),
-    kernel=st.sampled_from(list(Int8Kernel)),
+    kind=st.sampled_from(list(LAYERS)),
 )
 def test_a_row_gives_the_same_output_alone_and_in_any_batch(
-    seed: int, d_in: int, d_out: int, rows: int, row: st.DataObject, bias: bool,
-    kernel: Int8Kernel,
+    seed: int, d_in: int, d_out: int, rows: int, row: st.DataObject, bias: bool, kind: str
 ) -> None:
     """The property torch.ao's dynamic quantization lacks: its one activation scale per tensor
     made a row's output depend on the other rows (other streams in a batched step). fbgemm's
-    kernel quantizes per tensor too; FbgemmInt8Linear normalizes each row first."""
-    layer = KERNELS[kernel](_linear(seed, d_in, d_out, bias=bias))
+    kernel quantizes per tensor too; FbgemmInt8Linear normalizes each row first, and a
+    calibrated range is one fixed grid for every row."""
+    layer = LAYERS[kind](seeded_linear(seed, d_in, d_out, bias=bias))
     g = torch.Generator().manual_seed(seed)
     # rows of very different magnitudes, as streams at different points of their sentences
     batch = torch.randn(rows, d_in, generator=g) * torch.logspace(-2, 2, rows).unsqueeze(1)
@@ -58,7 +61,7 @@ def test_a_row_gives_the_same_output_alone_and_in_any_batch(
 def test_int8_linear_is_close_to_float() -> None:
     """Per-row activation and per-channel weight scales: the error stays within the rounding
     of both (half a step each), far below the outputs' own size."""
-    lin = _linear(0, 64, 32)
+    lin = seeded_linear(0, 64, 32)
     layer = Int8Linear.from_float(lin)
     x = torch.randn(5, 3, 64)  # (B, T, in): any leading shape
     with torch.no_grad():
@@ -76,7 +79,9 @@ def test_int8_linear_is_close_to_float() -> None:
 def test_quantize_linears_replaces_every_linear_and_leaves_the_original(
     kernel: Int8Kernel,
 ) -> None:
-    model = nn.Sequential(_linear(1, 8, 16), nn.ReLU(), nn.Sequential(_linear(2, 16, 4)))
+    model = nn.Sequential(
+        seeded_linear(1, 8, 16), nn.ReLU(), nn.Sequential(seeded_linear(2, 16, 4))
+    )
     kind = Int8Linear if kernel is Int8Kernel.INT_MM else FbgemmInt8Linear
     quantized = quantize_linears(model, kernel)
     assert not any(isinstance(m, nn.Linear) for m in quantized.modules())
@@ -90,7 +95,7 @@ def test_fbgemm_int8_linear_is_close_to_float_and_exact_in_int32() -> None:
     """7-bit rows (a step of absmax/63) and 8-bit weights: the error stays within half a step
     of each. With full 8-bit rows AVX2's int16 pair sums would saturate and miss this bound by
     far (bench/int8_kernels.py); so would torch.ao's per-tensor scale for the small rows."""
-    lin = _linear(0, 64, 32)
+    lin = seeded_linear(0, 64, 32)
     layer = FbgemmInt8Linear(lin)
     # rows of very different sizes, and all-positive ones (the saturating case on AVX2)
     x = torch.randn(4, 3, 64) * torch.logspace(-3, 3, 4).view(4, 1, 1)  # (B, T, in)

@@ -9,24 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from simulmt.engine import Engine
-from simulmt.model.checkpoint import save_checkpoint
+from tests._model_helpers import save_tiny_folder
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    engine = Engine.tiny(0)
-    out = tmp_path_factory.mktemp("model")
-    save_checkpoint(
-        out / "model.pt",
-        {
-            "model_config": engine.model.cfg.to_dict(),
-            "model": engine.model.state_dict(),
-            "tokenizer": engine.tokenizer.to_bytes(),
-            "meta": {"name": "tiny", "src": "de", "tgt": "en"},
-        },
-    )
-    return out
+    return save_tiny_folder(tmp_path_factory.mktemp("model"))
 
 
 def translate(model_dir: Path, stdin: str, *args: str) -> subprocess.CompletedProcess[str]:
