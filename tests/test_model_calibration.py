@@ -12,7 +12,13 @@ from torch import nn
 
 from simulmt.cli.commands import main
 from simulmt.engine import Engine, for_inference
-from simulmt.model.calibration import RANGES_FILE, collect_ranges, load_ranges, save_ranges
+from simulmt.model.calibration import (
+    RANGES_FILE,
+    collect_ranges,
+    inference_copy,
+    load_ranges,
+    save_ranges,
+)
 from simulmt.model.checkpoint import CheckpointError
 from simulmt.model.int8 import FbgemmInt8Linear, Int8Kernel, StaticInt8Linear, quantize_linears
 from simulmt.model.transformer import SimulTransformer
@@ -83,9 +89,8 @@ def test_collect_ranges_measures_every_linear_of_the_inference_copy(tmp_path: Pa
     file round-trips, and an int8 copy built from it has only fixed-scale layers."""
     engine = Engine.tiny(seed=0)
     full = _calibrate(engine, 1.0)
-    fused = quantize_linears(engine.model, Int8Kernel.FBGEMM,
-                             prepare=SimulTransformer.fuse_projections)  # fmt: skip
-    names = {n for n, m in fused.named_modules() if isinstance(m, FbgemmInt8Linear)}
+    twin = inference_copy(engine.model)
+    names = {n for n, m in twin.named_modules() if isinstance(m, nn.Linear)}
     assert set(full) == names and "cross_kv_proj" in full and "out_proj" in full
     assert all(v > 0 for v in full.values())
     lower = _calibrate(engine, 0.5)
