@@ -14,11 +14,12 @@ from pathlib import Path
 import torch
 
 from simulmt.data.tokenizer import Tokenizer
+from simulmt.model import graphs
 from simulmt.model.calibration import RANGES_FILE, load_ranges
 from simulmt.model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
 from simulmt.model.devices import DeviceError, resolve_device
 from simulmt.model.int8 import FbgemmInt8Linear, Int8Linear, StaticInt8Linear, quantize_linears
-from simulmt.model.layers import Packing, append_kv, pack_kv, stack_kv, unstack_kv
+from simulmt.model.layers import Packing, append_kv, pack_kv
 from simulmt.model.pool import KVPool, PoolShape
 from simulmt.model.precision import choose_precision
 from simulmt.model.runtime import AUTO_DTYPE, DTYPE_NAMES
@@ -92,7 +93,12 @@ class Engine:
     # ---- loading ---------------------------------------------------------------------
     @classmethod
     def load(
-        cls, model_dir: Path | None = None, *, dtype: str = "float32", device: str = "cpu"
+        cls,
+        model_dir: Path | None = None,
+        *,
+        dtype: str = "float32",
+        device: str = "cpu",
+        trace: bool = True,
     ) -> Engine:
         """Load a model folder (model.pt + spm.model); None loads the bundled default.
 
@@ -107,7 +113,10 @@ class Engine:
         quantizes the weights of every linear layer to int8 per output channel and their inputs
         per row, or on the calibrated ranges of the folder's int8_ranges.json where it has one
         (simulmt.model.int8, `simulmt calibrate`): either way a stream's output does not
-        depend on what it is batched with; caches stay float32."""
+        depend on what it is batched with; caches stay float32.
+
+        `trace`: on the CPU, run the hot model calls as traced graphs (`Engine.trace`; the
+        same outputs, faster); False keeps eager mode (for debugging the model code)."""
         target = resolve_device(device)  # a missing GPU is refused before the slow load
         folder = Path(model_dir) if model_dir is not None else default_model_dir()
         ckpt = folder / MODEL_FILE if folder.is_dir() else folder
@@ -160,7 +169,10 @@ class Engine:
         restorer = load_restorer(rest_path)[0] if rest_path.is_file() else None
         if restorer is None:
             log.info("no %s beside the model: input recognizer is unavailable", RESTORER_FILE)
-        return cls(model, tokenizer, info, segmenter=segmenter, restorer=restorer).to(target)
+        engine = cls(model, tokenizer, info, segmenter=segmenter, restorer=restorer).to(target)
+        if trace:
+            engine.trace()
+        return engine
 
     def to(self, device: torch.device) -> Engine:
         """This engine with its networks on `device` (the thread that runs its model work
@@ -169,8 +181,24 @@ class Engine:
         for net in (self.segmenter, self.restorer):
             if net is not None:
                 net.to(device)
+        if device.type != "cpu":
+            graphs.attach(self.model, None)  # traced on the CPU's tensors
         self.device = device
         return self
+
+    def trace(self) -> bool:
+        """Run the model's hot calls as traced graphs from now on (`simulmt.model.graphs`:
+        the same outputs, a fraction of the per-op overhead at a server's batch sizes).
+        CPU only; returns whether the graphs are in use (if not, a warning said why)."""
+        if self.device.type != "cpu":
+            return False
+        start = time.perf_counter()
+        traced = graphs.trace(self.model)
+        graphs.attach(self.model, traced)
+        if traced is not None:
+            log.info("traced the decoder step and the encoder pass in %.1f s",
+                     time.perf_counter() - start)  # fmt: skip
+        return traced is not None
 
     @classmethod
     def tiny(cls, seed: int = 0, *, train_steps: int = 60) -> Engine:
@@ -234,42 +262,32 @@ class Engine:
     ) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """One encoder pass over the new tokens of `sources` (changes none of them): per
         source, its new tokens' encoder K/V (2L_enc, 1, H, n, dh) and cross-attention K/V
-        (2L_dec, 1, H, n, dh). One stream extends its cache with the plain causal pass; many
-        go through `encode_packed`, their tokens packed into one matrix."""
+        (2L_dec, 1, H, n, dh). All go through `encode_packed`, their tokens packed into one
+        matrix, a lone stream too (one path; a traced graph where the model has one:
+        `simulmt.model.graphs`)."""
         if not sources:
             return []
-        if len(sources) == 1:
-            source, start = sources[0], len(sources[0].ids)
-            ids = torch.tensor([new_ids[0]], dtype=torch.long)  # (1, n)
-            past = None if source.enc_kv is None else unstack_kv(source.enc_kv)
-            memory, grown = self.model.encode(ids, past=past, start=start)
-            new_kv = [(k[:, :, start:], v[:, :, start:]) for k, v in grown]  # (1, H, n, dh) each
-            enc = stack_kv(new_kv)  # (2L_enc, 1, H, n, dh)
-            return [(enc, self.model.cross_kv_block(memory))]  # (2L_dec, 1, H, n, dh)
         cfg = self.model.cfg
-        order = sorted(range(len(sources)), key=lambda i: len(new_ids[i]))  # groups by count
-        counts = [len(new_ids[i]) for i in order]
-        past_lengths = [len(sources[i].ids) for i in order]
+        counts = [len(ids) for ids in new_ids]
+        past_lengths = [len(source.ids) for source in sources]
         packing = Packing.of(counts, past_lengths, dtype=self.model.dtype)
-        p, t = packing.past, counts[-1]
+        p, t = max(past_lengths), max(counts)
         empty = torch.zeros(
             2 * cfg.enc_layers, 1, cfg.n_heads, 0, cfg.head_dim, dtype=self.model.dtype
         )
-        blocks = [sources[i].enc_kv for i in order]
-        # (2L_enc, B, H, P+T, dh): the caches zero-padded to P, room for the new tokens after
-        buf = pack_kv([empty if b is None else b for b in blocks], p + t, room=t)
-        ids = torch.tensor([tok for i in order for tok in new_ids[i]], dtype=torch.long)  # (M,)
+        # (2L_enc, B, H, P+T, dh): the caches zero-padded to P+T, the new K/V written at P..
+        buf = pack_kv([empty if s.enc_kv is None else s.enc_kv for s in sources], p + t)
+        ids = torch.tensor([tok for row in new_ids for tok in row], dtype=torch.long)  # (M,)
         positions = torch.tensor(
             [n + j for n, c in zip(past_lengths, counts, strict=True) for j in range(c)]
         )  # (M,)
-        memory = self.model.encode_packed(ids, positions, unstack_kv(buf), packing)  # (M, D)
-        cross = self.model.cross_kv_block(memory.unsqueeze(0))  # (2L_dec, 1, H, M, dh)
-        out: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # source index -> its K/V
+        cross = graphs.encode(self.model, ids, positions, buf, packing)  # (2L_dec, 1, H, M, dh)
+        out = []
         first = 0
-        for r, (i, n) in enumerate(zip(order, counts, strict=True)):
-            out[i] = (buf[:, r : r + 1, :, p : p + n], cross[:, :, :, first : first + n])
+        for r, n in enumerate(counts):
+            out.append((buf[:, r : r + 1, :, p : p + n], cross[:, :, :, first : first + n]))
             first += n
-        return [out[i] for i in range(len(sources))]
+        return out
 
     def step(self, requests: Sequence[StepRequest]) -> list[StepResult]:
         """One batched decoder step (`run_step`), its time counted in `compute_ms`."""

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 import torch
 
 from simulmt.data.vocab import BOS_ID
+from simulmt.model import graphs
 from simulmt.model.cache import StepKV
-from simulmt.model.layers import KV, pack_kv, stack_kv, unstack_kv
+from simulmt.model.layers import pack_kv, stack_kv, unstack_kv
 from simulmt.model.pool import KVPool
 from simulmt.model.state import DecoderBeam, SourceState
 from simulmt.model.transformer import SimulTransformer, StepOutput, prefill_kv
@@ -75,32 +76,35 @@ def decode_batch(
     p_max = max(req.beam.cache.length for req in requests)
     s_max = max(len(req.source.ids) for req in requests)
     last = torch.cat([_row_tokens(req) for req in layout])  # (N,)
-    positions = torch.tensor([_length(layout[e]) for e, _ in rows])  # (N,)
-    past: list[KV] | None = None
+    lengths = [_length(layout[e]) for e, _ in rows]
+    positions = torch.tensor(lengths)  # (N,)
+    past: torch.Tensor | None = None  # (2L, N, H, W, dh)
     past_valid = write_at = None
     if span is not None and writes is not None:  # the caches are the pool's target rows
         write_at = torch.tensor(writes)  # (N,) each row's new position
         width = max(writes) + 1
-        past = unstack_kv(span.pool.target_rows(span.lo, span.lo + len(layout), width))
+        past = span.pool.target_rows(span.lo, span.lo + len(layout), width)
         past_valid = torch.arange(width).unsqueeze(0) <= write_at.unsqueeze(1)  # (N, W)
     elif p_max > 0:  # gathered, with a free last position for the new K/V
-        past = unstack_kv(_gather_self(model, layout, p_max))  # (N, H, P+1, dh) each
+        past = _gather_self(model, layout, p_max)  # (2L, N, H, P+1, dh)
         lens = torch.tensor([_cached(layout[e]) for e, _ in rows])  # (N,)
         cached = torch.arange(p_max).unsqueeze(0) < lens.unsqueeze(1)  # (N, P)
         past_valid = torch.cat([cached, torch.ones(len(rows), 1, dtype=torch.bool)], dim=1)
         write_at = torch.full((len(rows),), p_max)  # (N,)
     if span is not None:  # consecutive slots of one pool: the batch is a view
-        cross = unstack_kv(span.pool.rows(span.lo, span.lo + len(layout), s_max))
+        cross = span.pool.rows(span.lo, span.lo + len(layout), s_max)  # (2L, N, H, S, dh)
     else:
         cross = _gather_cross(requests, s_max)
     cross_valid = torch.arange(s_max).unsqueeze(0) < torch.tensor(vis).unsqueeze(1)  # (N, S)
-    out = model.decode_step(
+    out = graphs.decode_step(
+        model,
         last,
         positions,
         past,
         past_valid,
         cross,
         cross_valid,
+        top=max(lengths),
         return_attention=any(req.attention for req in requests),
         write_at=write_at,
     )
@@ -205,17 +209,18 @@ def _gather_self(
     return pack_kv(blocks, p_max + 1, room=1)  # (2L, N, H, P+1, dh), last slot free
 
 
-def _gather_cross(requests: Sequence[StepRequest], s_max: int) -> list[KV]:
+def _gather_cross(requests: Sequence[StepRequest], s_max: int) -> torch.Tensor:
+    """The requests' cross-attention K/V as one block (2L, N, H, S, dh), zero-padded to S."""
     if len(requests) == 1:  # one stream: broadcast its K/V over the beam, no copies
         block = requests[0].source.cross_kv
         assert block is not None
-        return unstack_kv(block.expand(-1, _rows(requests[0]), -1, -1, -1))
+        return block.expand(-1, _rows(requests[0]), -1, -1, -1)
     blocks = []
     for req in requests:
         block = req.source.cross_kv  # (2L, 1, H, S_r, dh)
         assert block is not None
         blocks.append(block.expand(-1, _rows(req), -1, -1, -1))
-    return unstack_kv(pack_kv(blocks, s_max))  # (N, H, S, dh) each
+    return pack_kv(blocks, s_max)
 
 
 def _prefill(model: SimulTransformer, req: StepRequest) -> None:

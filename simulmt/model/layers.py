@@ -89,38 +89,35 @@ def unstack_kv(block: torch.Tensor) -> list[KV]:
 @dataclass(frozen=True)
 class Packing:
     """How the new tokens of B streams lie in one (M, D) matrix for a packed encoder pass:
-    streams sorted by their count of new tokens, stream by stream; `groups` are (lo, hi, t, a):
-    streams lo..hi-1 each bring t tokens, rows a..a+(hi-lo)*t of the matrix. `past`: P, the
-    longest cache; `masks`: per group (hi-lo, 1, t, P+t), the cache's real positions and the
-    causal mask over the new ones, additive (`additive_mask`: converted once, not per layer)."""
+    stream by stream, in order, no padding. Attention runs once for all streams, over their
+    caches padded to P positions (the longest) plus T (the most new tokens a stream brings),
+    with each stream's queries padded to T. All tensors, so that a traced pass reads every size
+    from them (`simulmt.model.graphs`): rows, slots (M,): each token's stream and its index
+    among that stream's new tokens; keys_at (M,): P + slot, where its K/V goes in the padded
+    cache; mask (B, 1, T, P+T), additive: stream b's query slot s sees b's cache and new
+    positions P..P+s (a padded slot sees finite values; its output is dropped)."""
 
-    groups: tuple[tuple[int, int, int, int], ...]
-    past: int
-    masks: tuple[torch.Tensor, ...]
+    rows: torch.Tensor
+    slots: torch.Tensor
+    keys_at: torch.Tensor
+    mask: torch.Tensor
 
     @classmethod
     def of(
         cls, counts: Sequence[int], past_lengths: Sequence[int], *,
         dtype: torch.dtype = torch.float32,
     ) -> Packing:
-        """`counts` (ascending) new tokens and `past_lengths` cached positions per stream;
-        `dtype`: the activations' (the masks are added to attention scores in it)."""
-        p = max(past_lengths)
-        ok = torch.arange(p).unsqueeze(0) < torch.tensor(past_lengths).unsqueeze(1)  # (B, P)
-        groups, masks = [], []
-        lo = a = 0
-        while lo < len(counts):
-            t = counts[lo]
-            hi = lo
-            while hi < len(counts) and counts[hi] == t:
-                hi += 1
-            causal = torch.ones(t, t, dtype=torch.bool).tril().expand(hi - lo, t, t)
-            mask = torch.cat([ok[lo:hi].unsqueeze(1).expand(hi - lo, t, p), causal], dim=2)
-            masks.append(additive_mask(mask.unsqueeze(1), dtype))  # (n, 1, t, P+t)
-            groups.append((lo, hi, t, a))
-            a += (hi - lo) * t
-            lo = hi
-        return cls(tuple(groups), p, tuple(masks))
+        """`counts` new tokens and `past_lengths` cached positions per stream (each stream
+        brings at least one); `dtype`: the activations' (the mask is added to attention
+        scores in it)."""
+        p, t = max(past_lengths), max(counts)
+        rows = torch.tensor([b for b, c in enumerate(counts) for _ in range(c)])  # (M,)
+        slots = torch.tensor([j for c in counts for j in range(c)])  # (M,)
+        keys = torch.arange(p + t).view(1, 1, p + t)
+        cached = keys < torch.tensor(past_lengths).view(-1, 1, 1)  # (B, 1, P+T)
+        new = (keys >= p) & (keys - p <= torch.arange(t).view(1, t, 1))  # (1, T, P+T)
+        mask = additive_mask((cached | new).unsqueeze(1), dtype)  # (B, 1, T, P+T)
+        return cls(rows, slots, slots + p, mask)
 
 
 class Dropout(nn.Dropout):
@@ -217,22 +214,23 @@ class EncoderLayer(nn.Module):
 
     def forward_packed(self, x: torch.Tensor, past: KV, packing: Packing) -> torch.Tensor:
         """Inference over the new tokens of many streams as one matrix x (M, D), laid out as
-        `packing` says; past: (B, H, P+T, dh) caches padded to P, where each group's new
-        K/V is written at P..P+t-1. Every linear layer runs on the M tokens at once, with no
-        padding; attention runs per group of streams with equally many new tokens. -> (M, D)"""
+        `packing` says; past: (B, H, P+T, dh) caches zero-padded to P+T, into which the new
+        K/V are written in place. Every linear layer runs on the M tokens at once, attention
+        once for all streams (queries padded to T). -> (M, D)"""
         h = _ln(self.ln_attn, x)
         q, k, v = self.attn.project_qkv(h)  # (M, D) each
-        heads, dh, p = past[0].shape[1], past[0].shape[3], packing.past
-        outs = []
-        for (lo, hi, t, a), mask in zip(packing.groups, packing.masks, strict=True):
-            n, m = hi - lo, (hi - lo) * t
-            keys, values = past[0][lo:hi, :, : p + t], past[1][lo:hi, :, : p + t]
-            keys[:, :, p:] = k[a : a + m].view(n, t, heads, dh).transpose(1, 2)  # (n, H, t, dh)
-            values[:, :, p:] = v[a : a + m].view(n, t, heads, dh).transpose(1, 2)
-            qg = q[a : a + m].view(n, t, heads, dh).transpose(1, 2)  # (n, H, t, dh)
-            o = F.scaled_dot_product_attention(qg, keys, values, attn_mask=mask)  # (n, H, t, dh)
-            outs.append(o.transpose(1, 2).reshape(m, heads * dh))
-        x = x + self.attn.out_proj(torch.cat(outs) if len(outs) > 1 else outs[0])  # (M, D)
+        keys, values = past
+        m, (b, heads, _, dh) = x.shape[0], keys.shape
+        rows, slots = packing.rows, packing.slots
+        keys[rows, :, packing.keys_at] = k.view(m, heads, dh)  # (M, H, dh) into (B, H, P+T, dh)
+        values[rows, :, packing.keys_at] = v.view(m, heads, dh)
+        queries = q.new_zeros(b, packing.mask.shape[2], heads, dh)  # (B, T, H, dh)
+        queries[rows, slots] = q.view(m, heads, dh)
+        o = F.scaled_dot_product_attention(
+            queries.transpose(1, 2), keys, values, attn_mask=packing.mask
+        )  # (B, H, T, dh)
+        a = o.transpose(1, 2)[rows, slots].reshape(m, heads * dh)  # (M, D)
+        x = x + self.attn.out_proj(a)
         return x + self.ff(_ln(self.ln_ff, x))
 
 

@@ -114,7 +114,11 @@ class SimulTransformer(nn.Module):
         return self.enc_ln(x), new_past
 
     def encode_packed(
-        self, ids: torch.Tensor, positions: torch.Tensor, past: list[KV], packing: Packing
+        self,
+        ids: torch.Tensor,
+        positions: torch.Tensor,
+        past: list[KV],
+        packing: Packing,
     ) -> torch.Tensor:
         """Encode the new tokens of B streams at once, each with its own cache length.
 
