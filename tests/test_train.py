@@ -202,6 +202,24 @@ def test_checkpoint_errors(data_dir: Path, tmp_path: Path) -> None:
         load_checkpoint(other)
 
 
+def test_a_loaded_model_is_its_checkpoint_and_initialisers_come_back(tmp_path: Path) -> None:
+    """The model is built without its random initialisation (every weight is loaded next): each
+    parameter equals the checkpoint's, a checkpoint missing one is refused, and torch's
+    initialisers work again afterwards, after a refusal too."""
+    from tests._model_helpers import save_tiny_folder
+
+    path = save_tiny_folder(tmp_path / "tiny") / "model.pt"
+    data = load_checkpoint(path)
+    loaded = model_from_checkpoint(path, data)
+    assert all(torch.equal(v, data["model"][k]) for k, v in loaded.state_dict().items())
+    broken = {**data, "model": {k: v for k, v in data["model"].items() if k != "enc_ln.weight"}}
+    with pytest.raises(CheckpointError, match="does not match its model_config"):
+        model_from_checkpoint(path, broken)
+    torch.manual_seed(0)
+    assert torch.nn.Linear(4, 4).weight.abs().sum() > 0  # initialised, not left empty
+    assert torch.nn.init.normal_(torch.zeros(100)).abs().sum() > 0
+
+
 def test_export_and_load_as_engine(data_dir: Path, tmp_path: Path) -> None:
     Trainer(tiny_config(data_dir, tmp_path / "run", max_steps=9)).run()
     export(tmp_path / "run", tmp_path / "model", average=3)
