@@ -142,12 +142,16 @@ def _encode(
 
 
 # ---- building ------------------------------------------------------------------------
-class _Step(nn.Module):
-    """`SimulTransformer.decode_step` with blocks in and tensors out: what tracing needs."""
+class _Traceable(nn.Module):
+    """A model call with tensors in and tensors out, which is what tracing takes."""
 
     def __init__(self, model: SimulTransformer) -> None:
         super().__init__()
         self.model = model
+
+
+class _Step(_Traceable):
+    """`SimulTransformer.decode_step` over cache blocks."""
 
     def forward(
         self,
@@ -166,12 +170,8 @@ class _Step(nn.Module):
         return out.log_probs, out.self_kv, out.state
 
 
-class _Encode(nn.Module):
-    """`encode` with tensors in and out: what tracing needs."""
-
-    def __init__(self, model: SimulTransformer) -> None:
-        super().__init__()
-        self.model = model
+class _Encode(_Traceable):
+    """`encode`, with `Packing` as its tensors."""
 
     def forward(
         self,
