@@ -41,14 +41,11 @@ def encode_inputs(model: SimulTransformer, streams: int) -> tuple[torch.Tensor, 
     cfg, g = model.cfg, torch.Generator().manual_seed(0)
     counts = [1 + i % 2 for i in range(streams)]
     packing = Packing.of(counts, [20] * streams, dtype=model.dtype)
-    m = sum(counts)
-    past = torch.zeros(2 * cfg.enc_layers, streams, cfg.n_heads, 20 + max(counts), cfg.head_dim)
+    past = torch.zeros(2 * cfg.enc_layers, streams, cfg.n_heads, 20 + packing.width, cfg.head_dim)
     past[:, :, :, :20] = torch.randn(2 * cfg.enc_layers, streams, cfg.n_heads, 20, cfg.head_dim,
                                      generator=g)  # fmt: skip
-    positions = torch.tensor([20 + j for c in counts for j in range(c)])
-    ids = torch.randint(4, cfg.vocab_size, (m,), generator=g)
-    return ids, positions, past.to(model.dtype), packing.rows, packing.slots, packing.keys_at, \
-        packing.mask
+    ids = torch.randint(4, cfg.vocab_size, (sum(counts),), generator=g)
+    return ids, past.to(model.dtype), *packing.tensors()
 
 
 def main() -> int:

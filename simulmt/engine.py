@@ -271,17 +271,14 @@ class Engine:
         counts = [len(ids) for ids in new_ids]
         past_lengths = [len(source.ids) for source in sources]
         packing = Packing.of(counts, past_lengths, dtype=self.model.dtype)
-        p, t = max(past_lengths), max(counts)
+        p, t = packing.past, packing.width
         empty = torch.zeros(
             2 * cfg.enc_layers, 1, cfg.n_heads, 0, cfg.head_dim, dtype=self.model.dtype
         )
         # (2L_enc, B, H, P+T, dh): the caches zero-padded to P+T, the new K/V written at P..
         buf = pack_kv([empty if s.enc_kv is None else s.enc_kv for s in sources], p + t)
         ids = torch.tensor([tok for row in new_ids for tok in row], dtype=torch.long)  # (M,)
-        positions = torch.tensor(
-            [n + j for n, c in zip(past_lengths, counts, strict=True) for j in range(c)]
-        )  # (M,)
-        cross = graphs.encode(self.model, ids, positions, buf, packing)  # (2L_dec, 1, H, M, dh)
+        cross = graphs.encode(self.model, ids, buf, packing)  # (2L_dec, 1, H, M, dh)
         out = []
         first = 0
         for r, n in enumerate(counts):

@@ -53,9 +53,9 @@ class Graphs:
     """The traced calls of one inference model. `step`: (last (N,), positions (N,), past
     (2L, N, H, W, dh), past_valid (N, W), cross (2L, N, H, S, dh), cross_valid (N, S),
     write_at (N,)) -> (log_probs (N, V), self_kv (2L, N, H, 1, dh), state (N, D)), row n's
-    new K/V written into past at write_at[n]. `encode`: (ids (M,), positions (M,), past
-    (2L_enc, B, H, P+T, dh), and `Packing`'s rows, slots, keys_at, mask) -> the new tokens'
-    cross-attention K/V (2L_dec, 1, H, M, dh), their encoder K/V written into past."""
+    new K/V written into past at write_at[n]. `encode`: (ids (M,), past (2L_enc, B, H, P+T,
+    dh), and `Packing.tensors()`) -> the new tokens' cross-attention K/V (2L_dec, 1, H, M, dh),
+    their encoder K/V written into past."""
 
     step: Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
     encode: Callable[..., torch.Tensor]
@@ -114,30 +114,21 @@ def decode_step(
 
 
 def encode(
-    model: SimulTransformer,
-    ids: torch.Tensor,
-    positions: torch.Tensor,
-    past: torch.Tensor,
-    packing: Packing,
+    model: SimulTransformer, ids: torch.Tensor, past: torch.Tensor, packing: Packing
 ) -> torch.Tensor:
     """`model.encode_packed` with the caches as one block (2L_enc, B, H, P+T, dh), followed by
     `cross_kv_block`: the new tokens' cross-attention K/V (2L_dec, 1, H, M, dh). Through the
     model's graph where it has one."""
     graphs = _GRAPHS.get(model)
     if graphs is None:
-        return _encode(model, ids, positions, past, packing)
-    return graphs.encode(ids, positions, past, packing.rows, packing.slots, packing.keys_at,
-                         packing.mask)  # fmt: skip
+        return _encode(model, ids, past, packing)
+    return graphs.encode(ids, past, *packing.tensors())
 
 
 def _encode(
-    model: SimulTransformer,
-    ids: torch.Tensor,
-    positions: torch.Tensor,
-    past: torch.Tensor,
-    packing: Packing,
+    model: SimulTransformer, ids: torch.Tensor, past: torch.Tensor, packing: Packing
 ) -> torch.Tensor:
-    memory = model.encode_packed(ids, positions, unstack_kv(past), packing)  # (M, D)
+    memory = model.encode_packed(ids, unstack_kv(past), packing)  # (M, D)
     return model.cross_kv_block(memory.unsqueeze(0))  # (2L_dec, 1, H, M, dh)
 
 
@@ -174,16 +165,9 @@ class _Encode(_Traceable):
     """`encode`, with `Packing` as its tensors."""
 
     def forward(
-        self,
-        ids: torch.Tensor,
-        positions: torch.Tensor,
-        past: torch.Tensor,
-        rows: torch.Tensor,
-        slots: torch.Tensor,
-        keys_at: torch.Tensor,
-        mask: torch.Tensor,
+        self, ids: torch.Tensor, past: torch.Tensor, *packing: torch.Tensor
     ) -> torch.Tensor:
-        return _encode(self.model, ids, positions, past, Packing(rows, slots, keys_at, mask))
+        return _encode(self.model, ids, past, Packing(*packing))
 
 
 def _freeze(module: nn.Module, example: tuple[torch.Tensor, ...]) -> torch.jit.ScriptModule:
@@ -227,21 +211,12 @@ def _encode_inputs(
     counts = [1 + i % t for i in range(b)]
     past_lengths = [p - i % (p + 1) for i in range(b)]
     packing = Packing.of(counts, past_lengths, dtype=model.dtype)
-    p, t = max(past_lengths), max(counts)
-    past = torch.randn(2 * cfg.enc_layers, b, cfg.n_heads, p + t, cfg.head_dim, generator=g)
+    width = packing.past + packing.width
+    past = torch.randn(2 * cfg.enc_layers, b, cfg.n_heads, width, cfg.head_dim, generator=g)
     for r, n in enumerate(past_lengths):
         past[:, r, :, n:] = 0  # as `pack_kv` pads
-    m = sum(counts)
-    positions = [n + j for n, c in zip(past_lengths, counts, strict=True) for j in range(c)]
-    return (
-        torch.randint(4, cfg.vocab_size, (m,), generator=g),  # ids
-        torch.tensor(positions),
-        past.to(model.dtype),
-        packing.rows,
-        packing.slots,
-        packing.keys_at,
-        packing.mask,
-    )
+    ids = torch.randint(4, cfg.vocab_size, (sum(counts),), generator=g)  # (M,)
+    return (ids, past.to(model.dtype), *packing.tensors())
 
 
 def _same(a: object, b: object) -> bool:

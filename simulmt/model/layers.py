@@ -95,12 +95,28 @@ class Packing:
     from them (`simulmt.model.graphs`): rows, slots (M,): each token's stream and its index
     among that stream's new tokens; keys_at (M,): P + slot, where its K/V goes in the padded
     cache; mask (B, 1, T, P+T), additive: stream b's query slot s sees b's cache and new
-    positions P..P+s (a padded slot sees finite values; its output is dropped)."""
+    positions P..P+s (a padded slot sees finite values; its output is dropped); positions
+    (M,): each token's position in its stream (cached length + slot)."""
 
     rows: torch.Tensor
     slots: torch.Tensor
     keys_at: torch.Tensor
     mask: torch.Tensor
+    positions: torch.Tensor
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        """The fields in order (`Packing(*packing.tensors())` is the same packing)."""
+        return self.rows, self.slots, self.keys_at, self.mask, self.positions
+
+    @property
+    def width(self) -> int:
+        """T: the most new tokens a stream brings (the queries' padded length)."""
+        return self.mask.shape[2]
+
+    @property
+    def past(self) -> int:
+        """P: the longest cache (the padded caches are P + T long)."""
+        return self.mask.shape[3] - self.width
 
     @classmethod
     def of(
@@ -117,7 +133,7 @@ class Packing:
         cached = keys < torch.tensor(past_lengths).view(-1, 1, 1)  # (B, 1, P+T)
         new = (keys >= p) & (keys - p <= torch.arange(t).view(1, t, 1))  # (1, T, P+T)
         mask = additive_mask((cached | new).unsqueeze(1), dtype)  # (B, 1, T, P+T)
-        return cls(rows, slots, slots + p, mask)
+        return cls(rows, slots, slots + p, mask, torch.tensor(past_lengths)[rows] + slots)
 
 
 class Dropout(nn.Dropout):

@@ -113,21 +113,15 @@ class SimulTransformer(nn.Module):
             new_past.append(kv)
         return self.enc_ln(x), new_past
 
-    def encode_packed(
-        self,
-        ids: torch.Tensor,
-        positions: torch.Tensor,
-        past: list[KV],
-        packing: Packing,
-    ) -> torch.Tensor:
+    def encode_packed(self, ids: torch.Tensor, past: list[KV], packing: Packing) -> torch.Tensor:
         """Encode the new tokens of B streams at once, each with its own cache length.
 
-        ids, positions: (M,) the new tokens of every stream and their positions, packed as
-        `packing` says (no padding); past: per layer (B, H, P+T, dh), the caches right-padded
-        with zeros to P plus room for the new tokens, whose K/V is written there in place.
+        ids: (M,) the new tokens of every stream, packed as `packing` says (no padding; it
+        also has their positions); past: per layer (B, H, P+T, dh), the caches zero-padded to
+        P+T, into which the new tokens' K/V is written in place.
         Returns memory (M, D). Every linear layer sees the M real tokens as one matrix, so a
         turn where streams bring 1, 2 or 5 tokens is one pass with no padded rows."""
-        x = self.embed_tokens(ids.unsqueeze(0), positions.unsqueeze(0))[0]  # (M, D)
+        x = self.embed_tokens(ids.unsqueeze(0), packing.positions.unsqueeze(0))[0]  # (M, D)
         layers: list[EncoderLayer] = list(self.encoder)  # type: ignore[arg-type]
         for i, layer in enumerate(layers):
             x = layer.forward_packed(x, past[i], packing)
