@@ -229,7 +229,10 @@ def load_for_run(args: argparse.Namespace, specs: list[str]) -> tuple[Engine, Ru
         import torch
 
         torch.set_num_threads(args.threads)
-    engine = Engine.load(args.model, dtype=args.dtype, device=args.device)
+    # eager, not traced graphs (`simulmt.model.graphs`): an evaluation's batches are wide
+    # and change shape at every step, where the graphs gain nothing per call and their
+    # executor re-specializes; measured 2-8 s slower on 948 lines (bench/RESULTS.md, session 44)
+    engine = Engine.load(args.model, dtype=args.dtype, device=args.device, trace=False)
     if engine.device.type == "cuda" and getattr(args, "jobs", 1) > 1:
         raise ValueError("--jobs forks processes, which cannot share a CUDA context: use "
                          "--jobs 1 with --device cuda (batching happens inside the one process)")

@@ -160,6 +160,24 @@ def test_load_traces_unless_told_not_to_and_copies_have_no_graphs(tmp_path: Path
     assert graphs.graphs_of(copy.deepcopy(model)) is None  # its own weights: trace it anew
 
 
+def test_eval_runs_eager_and_a_server_or_translation_traces(tmp_path: Path) -> None:
+    """An evaluation's wide, shape-changing batches ran slower as graphs (bench/RESULTS.md),
+    so `simulmt eval` loads without them; the default load (serve, translate) traces."""
+    import argparse
+
+    from simulmt.eval import cli as eval_cli
+
+    folder = save_tiny_folder(tmp_path / "tiny")
+    parser = argparse.ArgumentParser()
+    eval_cli.add_arguments(parser)
+    args = parser.parse_args(
+        ["--source", "x.de", "--reference", "x.en", "--model", str(folder), "--dtype", "float32"]
+    )
+    engine, _ = eval_cli.load_for_run(args, ["wait-k:k=2"])
+    assert graphs.graphs_of(engine.model) is None
+    assert graphs.graphs_of(Engine.load(folder, dtype="float32").model) is not None
+
+
 def test_the_graph_path_still_checks_the_models_length() -> None:
     model, _ = traced("float32")
     probe = graphs._step_inputs(model, (2, 4, 3), seed=0)
