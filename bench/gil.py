@@ -31,7 +31,6 @@ from simulmt.server.cli import add_arguments  # noqa: E402
 
 from simulmt.engine import Engine  # noqa: E402
 from simulmt.model import graphs  # noqa: E402
-from simulmt.model.layers import unstack_kv  # noqa: E402
 from simulmt.model.transformer import SimulTransformer  # noqa: E402
 
 
@@ -80,17 +79,11 @@ def best_call_ms(call: Callable[[], object], *, calls: int = 20, windows: int = 
 def step_calls(
     model: SimulTransformer, inputs: tuple[torch.Tensor, ...], traced: graphs.Graphs | None
 ) -> dict[str, Callable[[], object]]:
-    """The decoder step on `inputs` in eager mode and, if the model has one, as its graph."""
-    last, positions, past, past_valid, cross, cross_valid, write_at = inputs
-
-    @torch.no_grad()
-    def eager() -> object:
-        return model.decode_step(
-            last, positions, unstack_kv(past), past_valid, unstack_kv(cross), cross_valid,
-            write_at=write_at,
-        )  # fmt: skip
-
-    calls: dict[str, Callable[[], object]] = {"eager": eager}
+    """The decoder step on `inputs` in eager mode (the module the graph is traced from) and,
+    if the model has one, as its graph."""
+    calls: dict[str, Callable[[], object]] = {
+        "eager": functools.partial(graphs._Step(model), *inputs)
+    }
     if traced is not None:
         calls["graph"] = functools.partial(traced.step, *inputs)
     return calls
@@ -116,6 +109,7 @@ def main() -> int:
     print("| call | rows | switch interval | alone | " + " | ".join(
         f"other thread busy {d:.0%}" for d in args.duty) + " |")  # fmt: skip
     print("|---|---:|---:|---:|" + "---:|" * len(args.duty))
+    torch.set_grad_enabled(False)  # as the server steps
     for rows in args.rows:
         calls = step_calls(model, step_inputs(model, rows), traced)
         for name, call in calls.items():

@@ -129,11 +129,12 @@ class Packing:
         p, t = max(past_lengths), max(counts)
         rows = torch.tensor([b for b, c in enumerate(counts) for _ in range(c)])  # (M,)
         slots = torch.tensor([j for c in counts for j in range(c)])  # (M,)
+        lengths = torch.tensor(past_lengths)  # (B,)
         keys = torch.arange(p + t).view(1, 1, p + t)
-        cached = keys < torch.tensor(past_lengths).view(-1, 1, 1)  # (B, 1, P+T)
+        cached = keys < lengths.view(-1, 1, 1)  # (B, 1, P+T)
         new = (keys >= p) & (keys - p <= torch.arange(t).view(1, t, 1))  # (1, T, P+T)
         mask = additive_mask((cached | new).unsqueeze(1), dtype)  # (B, 1, T, P+T)
-        return cls(rows, slots, slots + p, mask, torch.tensor(past_lengths)[rows] + slots)
+        return cls(rows, slots, slots + p, mask, lengths[rows] + slots)
 
 
 class Dropout(nn.Dropout):
