@@ -8,7 +8,8 @@ dynamic int8 (fbgemm, one activation scale per tensor), one thread, best of 5
 timing windows each. Also per kernel: whether a row's output is the same alone and in the
 batch, and the largest error against float32 relative to the output's largest value. Then the
 representative turn that `--dtype auto` times at load, per precision, on the bundled model,
-int8 with per-row scales and with the model folder's calibrated ranges (int8_ranges.json).
+int8 on each kernel: `_int_mm` and fbgemm with per-row scales, fbgemm with the model folder's
+calibrated ranges (int8_ranges.json), best of 3 rounds of `time_turns`.
 
     .venv/bin/python bench/int8_kernels.py [--model DIR] [--rows 1 8 32 100]
 """
@@ -28,8 +29,15 @@ from torch import nn
 
 from simulmt.engine import Engine, default_model_dir, for_inference
 from simulmt.model.calibration import RANGES_FILE, load_ranges
-from simulmt.model.int8 import FbgemmInt8Linear, Int8Linear, StaticInt8Linear
+from simulmt.model.int8 import (
+    FbgemmInt8Linear,
+    Int8Kernel,
+    Int8Linear,
+    StaticInt8Linear,
+    quantize_linears,
+)
 from simulmt.model.precision import native_precisions, time_turns
+from simulmt.model.transformer import SimulTransformer
 
 # (in, out) of the bundled model's linear layers: attention (384x384), FFN up and down, the
 # vocabulary projection
@@ -109,14 +117,18 @@ def main() -> None:
     for name, (same, err) in checks.items():
         print(f"| {name} | {'yes' if same else 'no'} | {err:.4f} |")
     model = Engine.load(args.model).model
-    built = {name: for_inference(model, name) for name in native_precisions()}
+    built = {name: for_inference(model, name) for name in native_precisions() if name != "int8"}
+    for kernel in Int8Kernel:  # the turn on each int8 kernel, not only on default_kernel()'s
+        built[f"int8 {kernel.value} (per row)"] = quantize_linears(
+            model, kernel, prepare=SimulTransformer.fuse_projections)
     folder = args.model or default_model_dir()
     if (folder / RANGES_FILE).is_file():
         ranges = load_ranges(folder / RANGES_FILE)
-        built["int8 (calibrated ranges)"] = for_inference(model, "int8", ranges=ranges)
-    print("\n`--dtype auto`'s timed turn on the model (best of 3, ms): "
-          + ", ".join(f"{k} {v:.1f}" for k, v in time_turns(built).items()))
-
+        built["int8 fbgemm (calibrated ranges)"] = quantize_linears(
+            model, Int8Kernel.FBGEMM, prepare=SimulTransformer.fuse_projections, ranges=ranges)
+    rounds = [time_turns(built) for _ in range(3)]
+    print("\n`--dtype auto`'s timed turn on the model (best of 3 rounds, ms): "
+          + ", ".join(f"{k} {min(r[k] for r in rounds):.1f}" for k in built))
 
 if __name__ == "__main__":
     main()

@@ -288,7 +288,7 @@ def test_int8_engine_quantizes_every_linear_layer(files: Path) -> None:
     assert engine.model.dtype is torch.float32  # activations and caches
     assert engine.info.parameters == fp32_engine.info.parameters  # counted before quantizing
     linears = [m for m in engine.model.modules() if isinstance(m, torch.nn.Linear)]
-    # the kernel follows the CPU (simulmt.model.int8.default_kernel): fbgemm without VNNI/AMX
+    # the kernel (simulmt.model.int8.default_kernel): fbgemm where torch has it, else _int_mm
     quantized = [
         m for m in engine.model.modules() if isinstance(m, (Int8Linear, FbgemmInt8Linear))
     ]

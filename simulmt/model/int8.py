@@ -10,14 +10,15 @@ SmoothQuant do); the int8 product accumulates exactly in int32 (`torch._int_mm`)
 elementwise, so a row's output is the same alone or in any batch, and its rounding is finer
 than one scale per tensor.
 
-`torch._int_mm` is fast only where the CPU has int8 dot-product instructions (AVX512-VNNI,
-AMX); on an AVX2-only CPU it was 15-26x slower than float32, on an AVX512 CPU without VNNI
-10-50x (bench/RESULTS.md). There
-`FbgemmInt8Linear` keeps the same per-row contract on fbgemm's kernel: each row is divided by
-its own absmax, then quantized with one *fixed* scale, so fbgemm's per-tensor parameters no
-longer depend on the batch. AVX2's int8 multiply-add (vpmaddubsw) saturates at int16 when two
-products of full 8-bit operands add up, so the activations use 7 bits (-63..63 around zero
-point 64, what `reduce_range` does for the same reason): every int32 sum is then exact.
+`torch._int_mm` is fast only where the CPU has int8 dot-product instructions (AVX512-VNNI, AMX);
+on an AVX2-only CPU it was 15-26x slower than float32, on an AVX512 CPU without VNNI 10-50x, and
+even with VNNI and AMX fbgemm was faster (bench/RESULTS.md). So `FbgemmInt8Linear`, the default
+wherever torch has fbgemm, keeps the same per-row contract on fbgemm's kernel: each row is
+divided by its own absmax, then quantized with one *fixed* scale, so fbgemm's per-tensor
+parameters no longer depend on the batch. AVX2's int8 multiply-add (vpmaddubsw) saturates at
+int16 when two products of full 8-bit operands add up, so the activations use 7 bits (-63..63
+around zero point 64, what `reduce_range` does for the same reason): every int32 sum is then
+exact.
 
 Where the model folder has calibrated activation ranges (`simulmt calibrate`,
 `simulmt.model.calibration`), fbgemm's layers use them instead (`StaticInt8Linear`): one fixed
@@ -41,11 +42,10 @@ import torch
 from torch import nn
 
 from simulmt.model.checkpoint import CheckpointError
-from simulmt.model.devices import cpu_flags
 
 __all__ = [
     "FbgemmInt8Linear", "Int8Kernel", "Int8Linear", "StaticInt8Linear", "default_kernel",
-    "int8_dot_product", "quantize_linears",
+    "quantize_linears",
 ]
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
@@ -59,24 +59,22 @@ ROW_ZERO_POINT = 64  # so the uint8 codes are 1..127: two products sum to <= 2*1
 class Int8Kernel(enum.Enum):
     """Which int8 matrix product `--dtype int8` runs; the same per-row contract either way."""
 
-    INT_MM = "int_mm"  # torch._int_mm, 8-bit activations: fast with AVX512-VNNI/AMX only
-    FBGEMM = "fbgemm"  # fbgemm, 7-bit activations: fast on AVX2 and AVX512
+    INT_MM = "int_mm"  # torch._int_mm, 8-bit activations: for torch builds without fbgemm
+    FBGEMM = "fbgemm"  # fbgemm, 7-bit activations: the faster one on every x86 CPU measured
 
 
 def default_kernel() -> Int8Kernel:
-    """torch._int_mm where the CPU has int8 dot-product instructions (AVX512-VNNI, AMX), fbgemm
-    elsewhere: without them `_int_mm` was 10-50x slower than float32, on an AVX2-only EPYC and on
-    an AVX512 Xeon without VNNI alike (bench/RESULTS.md), and fbgemm was faster than float32."""
-    if "fbgemm" not in torch.backends.quantized.supported_engines:
-        return Int8Kernel.INT_MM
-    return Int8Kernel.INT_MM if int8_dot_product() else Int8Kernel.FBGEMM
+    """fbgemm wherever this torch build has it, `torch._int_mm` only where it does not.
 
-
-def int8_dot_product() -> bool:
-    """Whether this CPU has instructions that `torch._int_mm` needs to be fast (AVX512-VNNI or
-    AMX-INT8). The capability name alone ("AVX512") does not tell: VNNI came later."""
-    flags = cpu_flags() or {}
-    return bool(flags.get("avx512_vnni") or flags.get("amx_int8"))
+    fbgemm was the faster kernel on every CPU measured: on an AVX2-only EPYC and an AVX512 Xeon
+    without VNNI `_int_mm` was 10-50x slower than float32, and on a Xeon with AVX512-VNNI and
+    AMX a whole batched turn took 7.3 ms on fbgemm (calibrated ranges) against 9.9 ms on
+    `_int_mm` (bench/RESULTS.md, session 45). `_int_mm` also follows ATen's capability: under
+    `ATEN_CPU_CAPABILITY=avx2` its products saturated (error 0.2 of the largest output,
+    bench/int8_kernels.py), so the CPU's flags alone could not say it was safe."""
+    if "fbgemm" in torch.backends.quantized.supported_engines:
+        return Int8Kernel.FBGEMM
+    return Int8Kernel.INT_MM
 
 
 class Int8Linear(nn.Module):

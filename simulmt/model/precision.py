@@ -1,14 +1,14 @@
 """Which inference precision to run on this CPU (`--dtype auto`): measured, not assumed.
 
-The fastest precision depends on the CPU's instructions, not on the model: with AVX512-VNNI
-or AMX, int8 and bfloat16 matrix products are several times faster than float32; on a CPU
-with AVX2 only, bfloat16 is emulated (slower than float32) and the int8 kernel has to be
-fbgemm's (`simulmt.model.int8`). A fixed default was a trap on one or the other: `serve`'s
-int8 default made an AVX2 server 5x slower than float32 (issue #55). So at load each precision
-this CPU runs natively is timed on one representative batched turn (an encoder pass over two
-new words and one decoder step, `TURN_ROWS` streams), best of `REPEATS` interleaved runs in
-CPU time, and the fastest wins; one that is not clearly faster than float32 (`MIN_GAIN`)
-never does. Choosing costs about a second of CPU and is logged with the times.
+The fastest precision depends on the CPU's instructions, not on the model: with AVX512-VNNI or
+AMX, int8 and bfloat16 matrix products are several times faster than float32; on a CPU with AVX2
+only, bfloat16 is emulated (slower than float32) and only fbgemm's int8 kernel is fast
+(`simulmt.model.int8` uses it wherever torch has it). A fixed default was a trap on one or the
+other: `serve`'s int8 default made an AVX2 server 5x slower than float32 (issue #55). So at load
+each precision this CPU runs natively is timed on one representative batched turn (an encoder
+pass over two new words and one decoder step, `TURN_ROWS` streams), best of `REPEATS`
+interleaved runs in CPU time, and the fastest wins; one that is not clearly faster than float32
+(`MIN_GAIN`) never does. Choosing costs about a second of CPU and is logged with the times.
 """
 
 from __future__ import annotations
