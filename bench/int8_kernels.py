@@ -130,5 +130,6 @@ def main() -> None:
     print("\n`--dtype auto`'s timed turn on the model (best of 3 rounds, ms): "
           + ", ".join(f"{k} {min(r[k] for r in rounds):.1f}" for k in built))
 
+
 if __name__ == "__main__":
     main()
