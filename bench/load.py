@@ -182,18 +182,45 @@ class ServerProcess:
         self.proc.terminate()
         await self.proc.wait()
 
-    def memory_mb(self) -> tuple[float, float]:
-        """(current, peak) resident memory of the server process."""
+    def pids(self) -> list[int]:
+        """The server process and its descendants (the model worker's, with `--model-worker
+        process`), read from /proc."""
         assert self.proc is not None
-        status = Path(f"/proc/{self.proc.pid}/status").read_text()
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
+        parents: dict[int, int] = {}
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:  # the process ended meanwhile
+                continue
+            parents[int(stat.parent.name)] = int(fields[1])
+        tree = [self.proc.pid]
+        for pid in tree:
+            tree += [child for child, parent in parents.items() if parent == pid]
+        return tree
+
+    def memory_mb(self) -> tuple[float, float]:
+        """(current, peak) resident memory of the server's processes, summed."""
+        rss = peak = 0.0
+        for pid in self.pids():
+            try:
+                status = Path(f"/proc/{pid}/status").read_text()
+            except OSError:
+                continue
+            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+            rss += int(fields["VmRSS"].split()[0]) / 1024
+            peak += int(fields["VmHWM"].split()[0]) / 1024
+        return rss, peak
 
     def cpu_s(self) -> float:
-        """CPU time (user + system) the server process has used so far."""
-        assert self.proc is not None
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """CPU time (user + system) the server's processes have used so far."""
+        total = 0.0
+        for pid in self.pids():
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
 
     def health(self) -> dict[str, float]:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=10) as r:

@@ -20,7 +20,8 @@ from simulmt.server.auth import token_matches
 from simulmt.server.machine import Close, Discard, SessionMachine
 from simulmt.server.ops import Delivery
 from simulmt.server.protocol import ErrorCode, ProtocolError, Resume
-from simulmt.server.worker import Stream, Worker
+from simulmt.server.worker import StreamHandle
+from simulmt.server.worker_process import ModelWorker
 
 logger = logging.getLogger(__name__)
 EXPIRED_REMEMBERED = 4096  # ids of expired sessions kept to tell "expired" from "unknown" (log)
@@ -46,7 +47,7 @@ class Hosted:
 
     machine: SessionMachine
     table: SessionTable
-    stream: Stream | None = None
+    stream: StreamHandle | None = None
     owner: Host | None = None  # None while parked
     address: str = ""  # the client address that started it (per-address session limit)
     expiry: asyncio.TimerHandle | None = field(default=None, repr=False)
@@ -65,7 +66,7 @@ def new_token() -> str:
 
 
 class SessionTable:
-    def __init__(self, *, max_sessions: int, resume_window_s: float, worker: Worker) -> None:
+    def __init__(self, *, max_sessions: int, resume_window_s: float, worker: ModelWorker) -> None:
         self.max_sessions = max_sessions
         self.resume_window_s = resume_window_s
         self.worker = worker
