@@ -29,7 +29,7 @@ from simulmt.server.protocol import ErrorCode
 from simulmt.server.replies import encode, error_message
 from simulmt.server.sessions import SessionTable, new_token
 from simulmt.server.web import Health, gate, load_static, respond
-from simulmt.server.worker_process import make_worker
+from simulmt.server.worker import Worker
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
@@ -57,7 +57,14 @@ class CaptionServer:
         origins = config.allowed_origins
         self.access = Access.of(host=config.host, token=config.token, allowed=origins)
         self.metrics = ServerMetrics(self.snapshot)
-        self.worker = make_worker(config, load, on_batch=self.metrics.observe_batch)
+        self.worker = Worker(
+            load,
+            max_batch=config.max_batch,
+            batch_window_s=config.batch_window_ms / 1000,
+            steps_per_turn=config.steps_per_turn,
+            step_retries=config.step_retries,
+            on_batch=self.metrics.observe_batch,
+        )
         self.table = SessionTable(
             max_sessions=config.max_sessions,
             resume_window_s=config.resume_window_s,

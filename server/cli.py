@@ -20,7 +20,7 @@ from pathlib import Path
 from simulmt.server.app import CaptionServer
 from simulmt.server.auth import read_token_file
 from simulmt.server.cli_limits import add_limit_arguments, limit_child_args, limit_options
-from simulmt.server.config import Limits, ModelWorkerKind, ServerConfig
+from simulmt.server.config import Limits, ServerConfig
 from simulmt.server.liveness import EXIT_WORKER_FAILED
 from simulmt.server.supervise import supervise
 
@@ -167,13 +167,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"{d.tentative_hold_ms:g}; 0: every change is a message)",
     )
     parser.add_argument(
-        "--model-worker",
-        choices=[k.value for k in ModelWorkerKind],
-        default=d.model_worker.value,
-        help="run the model in a thread beside the sockets or in a process of its own, which "
-        f"does not share their GIL (default {d.model_worker.value})",
-    )
-    parser.add_argument(
         "--switch-interval-ms",
         type=float,
         default=0.5,
@@ -214,7 +207,6 @@ def config_from_args(args: argparse.Namespace, *, port: int | None = None) -> Se
         ),
         resume_window_s=args.resume_window_s,
         route=args.route,
-        model_worker=ModelWorkerKind(args.model_worker),
         **limit_options(args),
     )
 
@@ -339,8 +331,6 @@ def _child_args(args: argparse.Namespace, *, port: int, threads: int) -> list[st
         str(args.idle_timeout),
         "--resume-window-s",
         str(args.resume_window_s),
-        "--model-worker",
-        args.model_worker,
         "--switch-interval-ms",
         str(args.switch_interval_ms),
         "--route",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import enum
 import ipaddress
 from dataclasses import asdict, dataclass, field
 
@@ -68,14 +67,6 @@ class Admission:
                 ) from None
 
 
-class ModelWorkerKind(enum.Enum):
-    """Where the model runs: a thread beside the event loop, or a process of its own (no
-    shared GIL: server.worker_process)."""
-
-    THREAD = "thread"
-    PROCESS = "process"
-
-
 @dataclass(frozen=True)
 class ServerConfig:
     host: str = "127.0.0.1"  # loopback unless asked: the server has no TLS of its own
@@ -133,8 +124,6 @@ class ServerConfig:
     # (a step of the bundled model takes milliseconds; loading the model is not a turn)
     worker_stall_s: float = 60.0
     step_retries: int = 2  # failed batched turns in a row a session is retried alone after
-    # the model worker's home: a process of its own does not wait for the event loop's GIL
-    model_worker: ModelWorkerKind = ModelWorkerKind.THREAD
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:

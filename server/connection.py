@@ -33,7 +33,7 @@ from simulmt.server.machine import (
 from simulmt.server.protocol import ErrorCode, ProtocolError, Start
 from simulmt.server.ratelimit import RateLimiter
 from simulmt.server.sessions import Hosted, SessionTable
-from simulmt.server.worker_process import ModelWorker
+from simulmt.server.worker import Stream, Worker
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
@@ -69,7 +69,7 @@ class Connection:
         ws: ServerConnection,
         *,
         config: ServerConfig,
-        worker: ModelWorker,
+        worker: Worker,
         table: SessionTable,
         machine: SessionMachine,
         address: str = "",
@@ -264,15 +264,15 @@ class Connection:
             return
         hosted.address = self.address
         try:
-            stream = await self.worker.open(self._session_factory(start), hosted.deliver)
+            session = await self.worker.call(self._session_factory(start))
         except Exception as e:
             self.table.remove(hosted)
             machine.start_failed(_start_error(e, machine.session_id))
             return
-        hosted.stream = stream
+        hosted.stream = Stream(session, hosted.deliver)
         hosted.owner = self
         self.hosted = hosted
-        machine.started(segmentation=stream.segmentation.value)
+        machine.started(segmentation=session.segmentation.value)
 
     def _session_factory(self, start: Start) -> _Factory:
         limits = self.config.limits
@@ -304,8 +304,7 @@ def _size(frame: str | bytes) -> int:
 
 
 class _Factory:
-    """Builds a session on the worker thread (the engine lives there); pickled to the model
-    worker process with `--model-worker process`."""
+    """Builds a session on the worker thread (the engine lives there)."""
 
     def __init__(self, start: Start, limits: SessionLimits, *,
                  loop_guard: int = SearchOptions.loop_guard,

@@ -14,7 +14,7 @@ import enum
 import logging
 from collections.abc import Callable
 
-from simulmt.server.worker_process import ModelWorker
+from simulmt.server.worker import Worker
 
 logger = logging.getLogger(__name__)
 EXIT_WORKER_FAILED = 3  # `simulmt serve`'s exit status when its worker failed (1: never started)
@@ -34,7 +34,7 @@ class WorkerState(enum.Enum):
         return self in (WorkerState.DEAD, WorkerState.STUCK)
 
 
-def worker_state(worker: ModelWorker, *, stall_s: float) -> WorkerState:
+def worker_state(worker: Worker, *, stall_s: float) -> WorkerState:
     if worker.stopping:
         return WorkerState.STOPPED
     if worker.load_error is not None:
@@ -49,7 +49,7 @@ def worker_state(worker: ModelWorker, *, stall_s: float) -> WorkerState:
 
 
 async def watch(
-    worker: ModelWorker, *, stall_s: float, on_failure: Callable[[WorkerState], None]
+    worker: Worker, *, stall_s: float, on_failure: Callable[[WorkerState], None]
 ) -> None:
     """Check the worker a few times per stall time until it fails (then tell `on_failure`)
     or this task is cancelled."""

@@ -20,8 +20,7 @@ from simulmt.server.auth import token_matches
 from simulmt.server.machine import Close, Discard, SessionMachine
 from simulmt.server.ops import Delivery
 from simulmt.server.protocol import ErrorCode, ProtocolError, Resume
-from simulmt.server.worker import StreamHandle
-from simulmt.server.worker_process import ModelWorker
+from simulmt.server.worker import Stream, Worker
 
 logger = logging.getLogger(__name__)
 EXPIRED_REMEMBERED = 4096  # ids of expired sessions kept to tell "expired" from "unknown" (log)
@@ -47,7 +46,7 @@ class Hosted:
 
     machine: SessionMachine
     table: SessionTable
-    stream: StreamHandle | None = None
+    stream: Stream | None = None
     owner: Host | None = None  # None while parked
     address: str = ""  # the client address that started it (per-address session limit)
     expiry: asyncio.TimerHandle | None = field(default=None, repr=False)
@@ -66,7 +65,7 @@ def new_token() -> str:
 
 
 class SessionTable:
-    def __init__(self, *, max_sessions: int, resume_window_s: float, worker: ModelWorker) -> None:
+    def __init__(self, *, max_sessions: int, resume_window_s: float, worker: Worker) -> None:
         self.max_sessions = max_sessions
         self.resume_window_s = resume_window_s
         self.worker = worker

@@ -14,28 +14,19 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import torch
 from simulmt.server.ops import Delivery, Marker, Op, OpKind
 from simulmt.server.protocol import ErrorCode, ProtocolError
 
 from simulmt.engine import Engine
-from simulmt.input.sentences import Segmentation
 from simulmt.model.devices import use_device
 from simulmt.output.updates import Update
 from simulmt.session import InputError, Session, advance, check_words
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-class StreamHandle(Protocol):
-    """What the event loop holds of a model stream: a `Stream` here, or a `RemoteStream` when
-    the worker runs in a process of its own (server.worker_process)."""
-
-    @property
-    def segmentation(self) -> Segmentation: ...  # what ends its sentences (`session` message)
 
 
 @dataclass
@@ -48,10 +39,6 @@ class Stream:
     held: list[Marker] = field(default_factory=list)  # markers waiting for the session to finish
     paused: bool = False  # its reader is slow: take none of its ops (guarded by the lock)
     failures: int = 0  # batched turns in a row that failed with this session in them
-
-    @property
-    def segmentation(self) -> Segmentation:
-        return self.session.segmentation
 
 
 @dataclass
@@ -97,7 +84,7 @@ class Worker:
         self._pending: dict[int, Stream] = {}  # id(stream) -> stream, FIFO by first submit
         self._calls: list[Callable[[Engine], None]] = []
         self._stopping = False
-        self._post_fn: Callable[..., object] | None = None  # hands results to the event loop
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._loaded = threading.Event()
         self._continuing: set[int] = set()  # streams given back mid-work by the last turn
@@ -107,19 +94,9 @@ class Worker:
 
     # ---- event-loop side ----
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Start the worker thread; its results run on `loop`."""
-        self.start_posting(loop.call_soon_threadsafe)
-
-    def start_posting(self, post: Callable[..., object]) -> None:
-        """Start the worker thread; `post(fn, *args)` runs its results where they belong (the
-        event loop's `call_soon_threadsafe`, or a model worker process's pipe)."""
-        self._post_fn = post
+        self._loop = loop
         self._thread = threading.Thread(target=self._main, name="simulmt-worker", daemon=True)
         self._thread.start()
-
-    def wait_loaded_sync(self) -> None:
-        """Block until loading ended (then `engine` or `load_error` is set)."""
-        self._loaded.wait()
 
     async def wait_loaded(self) -> Engine:
         """Wait for the model; raise what loading raised."""
@@ -128,19 +105,6 @@ class Worker:
             raise self.load_error
         assert self.engine is not None
         return self.engine
-
-    async def open(
-        self, factory: Callable[[Engine], Session], deliver: Callable[[Delivery], None]
-    ) -> Stream:
-        """A new stream: its session built by `factory(engine)` on the worker thread, its
-        results handed to `deliver` on the event loop; raises what `factory` raised."""
-        return Stream(await self.call(factory), deliver)
-
-    def run_on_worker(self, job: Callable[[Engine], None]) -> None:
-        """Run `job(engine)` on the worker thread before its next turn (no answer)."""
-        with self._cond:
-            self._calls.append(job)
-            self._cond.notify()
 
     async def call(self, fn: Callable[[Engine], T]) -> T:
         """Run `fn(engine)` on the worker thread (e.g. build a Session) and return its result."""
@@ -155,21 +119,21 @@ class Worker:
             else:
                 self._post(_set_result, future, result)
 
-        self.run_on_worker(job)
+        with self._cond:
+            self._calls.append(job)
+            self._cond.notify()
         return await future
 
-    def submit(self, stream: StreamHandle, op: Op) -> None:
-        stream = _local(stream)
+    def submit(self, stream: Stream, op: Op) -> None:
         with self._cond:
             stream.ops.append(op)
             self._pending.setdefault(id(stream), stream)
             self._cond.notify()
 
-    def set_paused(self, stream: StreamHandle, paused: bool) -> None:
+    def set_paused(self, stream: Stream, paused: bool) -> None:
         """Backpressure: a paused stream keeps its ops but gets no compute until resumed.
         Resuming wakes the worker for a stream with ops *or* one still pending without any (a
         turn gave it back mid-work): the worker may be asleep with nothing else runnable."""
-        stream = _local(stream)
         with self._cond:
             stream.paused = paused
             if paused:
@@ -179,8 +143,7 @@ class Worker:
             if id(stream) in self._pending:
                 self._cond.notify()
 
-    def discard(self, stream: StreamHandle) -> None:
-        stream = _local(stream)
+    def discard(self, stream: Stream) -> None:
         with self._cond:
             self._pending.pop(id(stream), None)
             stream.ops.clear()
@@ -212,9 +175,9 @@ class Worker:
 
     # ---- worker-thread side ----
     def _post(self, fn: Callable[..., None], *args: Any) -> None:
-        assert self._post_fn is not None
+        assert self._loop is not None
         try:
-            self._post_fn(fn, *args)
+            self._loop.call_soon_threadsafe(fn, *args)
         except RuntimeError:  # the loop is closed: nobody is listening any more
             logger.debug("event loop closed; dropped a worker result")
 
@@ -411,12 +374,6 @@ class Turn:
                 rest_op = replace(op, words=rest, checked=True, offset=op.offset + len(head))
                 return [rest_op, *ops[i + 1 :]]
         return []
-
-
-def _local(stream: StreamHandle) -> Stream:
-    if not isinstance(stream, Stream):
-        raise TypeError(f"a thread worker's stream is a Stream, got {type(stream).__name__}")
-    return stream
 
 
 def _session_refusal(engine: Engine, session: Session, words: tuple[str, ...]) -> str | None:

@@ -84,3 +84,41 @@ def test_serve_workers_inherit_the_device() -> None:
     args = parser.parse_args(["--device", "cpu", "--workers", "2"])
     child = cli._child_args(args, port=8001, threads=1)
     assert child[child.index("--device") + 1] == "cpu"
+
+
+def test_serve_workers_inherit_every_per_process_option() -> None:
+    """Each `--workers` child parses to the parent's options (bar its own port, route and
+    threads): an option left out of `_child_args` would silently fall back to its default in
+    the children (as `--switch-interval-ms` once did)."""
+    import argparse
+
+    from simulmt.server import cli
+
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    own = {"help", "workers", "port", "route", "threads", "token", "token_file", "tiny", "model"}
+    argv: list[str] = ["--workers", "2"]
+    for action in parser._actions:
+        if action.dest in own or not action.option_strings:
+            continue
+        flag = action.option_strings[-1]
+        if action.nargs == 0:
+            argv.append(flag)  # a switch: on
+        elif action.choices is not None:
+            argv += [flag, str([c for c in action.choices if c != action.default][0])]
+        elif action.type in (int, float):
+            argv += [flag, str(action.type(7))]
+        elif action.nargs in ("+", "*"):
+            argv += [flag, "http://a.example"]
+        else:
+            argv += [flag, "10.0.0.7" if "proxies" in action.dest or "host" in action.dest
+                     else "x"]
+    parent = parser.parse_args(argv)
+    child = parser.parse_args(cli._child_args(parent, port=8001, threads=1))
+    for dest, value in vars(parent).items():
+        if dest in own:
+            continue
+        if dest == "metrics_port":  # one per process, as the main port
+            assert child.metrics_port == value + 8001 - parent.port
+            continue
+        assert getattr(child, dest) == value, f"--workers children lose {dest}"
