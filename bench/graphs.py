@@ -41,7 +41,7 @@ def encode_inputs(model: SimulTransformer, streams: int) -> tuple[torch.Tensor, 
     cfg, g = model.cfg, torch.Generator().manual_seed(0)
     counts = [1 + i % 2 for i in range(streams)]
     packing = Packing.of(counts, [20] * streams, dtype=model.dtype)
-    past = torch.zeros(2 * cfg.enc_layers, streams, cfg.n_heads, 20 + packing.width, cfg.head_dim)
+    past = torch.zeros(2 * cfg.enc_layers, streams, cfg.n_heads, packing.keys, cfg.head_dim)
     past[:, :, :, :20] = torch.randn(2 * cfg.enc_layers, streams, cfg.n_heads, 20, cfg.head_dim,
                                      generator=g)  # fmt: skip
     ids = torch.randint(4, cfg.vocab_size, (sum(counts),), generator=g)

@@ -271,18 +271,19 @@ class Engine:
         counts = [len(ids) for ids in new_ids]
         past_lengths = [len(source.ids) for source in sources]
         packing = Packing.of(counts, past_lengths, dtype=self.model.dtype)
-        p, t = packing.past, packing.width
         empty = torch.zeros(
             2 * cfg.enc_layers, 1, cfg.n_heads, 0, cfg.head_dim, dtype=self.model.dtype
         )
-        # (2L_enc, B, H, P+T, dh): the caches zero-padded to P+T, the new K/V written at P..
-        buf = pack_kv([empty if s.enc_kv is None else s.enc_kv for s in sources], p + t)
+        # (2L_enc, B, H, W, dh): the caches zero-padded to W (`Packing`); each stream's new
+        # K/V are written right after its own cached positions
+        buf = pack_kv([empty if s.enc_kv is None else s.enc_kv for s in sources], packing.keys)
         ids = torch.tensor([tok for row in new_ids for tok in row], dtype=torch.long)  # (M,)
         cross = graphs.encode(self.model, ids, buf, packing)  # (2L_dec, 1, H, M, dh)
         out = []
         first = 0
-        for r, n in enumerate(counts):
-            out.append((buf[:, r : r + 1, :, p : p + n], cross[:, :, :, first : first + n]))
+        for r, (n, s) in enumerate(zip(counts, past_lengths, strict=True)):
+            # stream r's new K/V lie right after its own cached positions (`Packing`)
+            out.append((buf[:, r : r + 1, :, s : s + n], cross[:, :, :, first : first + n]))
             first += n
         return out
 

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulmt.model import batch as step_module
+from simulmt.model.attention import ALIGN
 from simulmt.model.cache import DecoderCache, StepKV
 from simulmt.model.layers import stack_kv
 from simulmt.model.pool import KVPool, PoolShape
@@ -214,7 +215,8 @@ def test_a_growing_pool_keeps_each_slots_positions_and_pads_with_zeros() -> None
     """Growth copies each slot's used positions into fresh zeroed memory (an anonymous
     mapping on the CPU, resident only where written): what a slot held stays, the padding an
     earlier stream left behind reads as zeros, and every new position is zero and writable."""
-    pool = KVPool(PoolShape(4, 2, 8, torch.float32), slots=2, width=4)
+    assert KVPool(PoolShape(4, 2, 8, torch.float32), slots=2, width=4).width == ALIGN  # aligned
+    pool = KVPool(PoolShape(4, 2, 8, torch.float32), slots=2, width=ALIGN)
     a, b = pool.claim(), pool.claim()
     ka, kb = torch.randn(4, 1, 2, 3, 8), torch.randn(4, 1, 2, 1, 8)  # (2L, 1, H, n, dh)
     a.append(ka)
@@ -224,9 +226,9 @@ def test_a_growing_pool_keeps_each_slots_positions_and_pads_with_zeros() -> None
     assert pool.slots == 4 and c.length == 0
     assert torch.equal(a.tensor(), ka) and torch.equal(b.tensor(), kb)
     assert bool((pool.data[:, b.index, :, 1:] == 0).all())
-    more = torch.randn(4, 1, 2, 5, 8)
+    more = torch.randn(4, 1, 2, ALIGN, 8)
     a.append(more)  # past the width: the positions double
-    assert pool.width == 8
+    assert pool.width == 2 * ALIGN
     assert torch.equal(a.tensor(), torch.cat([ka, more], dim=3))
     assert torch.equal(b.tensor(), kb) and bool((pool.data[:, c.index] == 0).all())
     pool.data[:, c.index] = 1.0  # the fresh memory is writable

@@ -192,16 +192,17 @@ def test_pool_slots_are_reused_and_released_when_dropped() -> None:
 
 
 def test_a_stream_too_long_for_the_shared_pool_moves_to_its_own() -> None:
-    shared = KVPool(PoolShape(2, 1, 2, torch.float32), width=4, max_width=8)
+    shared = KVPool(PoolShape(2, 1, 2, torch.float32), width=4, max_width=20)
+    assert shared.width == 16  # storage is aligned (simulmt.model.attention.ALIGN)
     neighbour, source = SourceState(), SourceState()
     neighbour.append_cross(torch.ones(2, 1, 1, 3, 2), shared)
-    source.append_cross(torch.full((2, 1, 1, 6, 2), 2.0), shared)
-    assert source.slot is not None and source.slot.pool is shared and shared.width == 8
-    source.append_cross(torch.full((2, 1, 1, 5, 2), 3.0), shared)  # 11 > 8 positions
+    source.append_cross(torch.full((2, 1, 1, 18, 2), 2.0), shared)
+    assert source.slot is not None and source.slot.pool is shared and shared.width == 32
+    source.append_cross(torch.full((2, 1, 1, 5, 2), 3.0), shared)  # 23 > 20 positions
     assert source.slot.pool is not shared and source.cross_kv is not None
-    assert source.cross_kv.shape[3] == 11 and float(source.cross_kv[..., :6, :].mean()) == 2.0
-    assert float(source.cross_kv[..., 6:, :].mean()) == 3.0
-    assert shared.width == 8 and shared.claim().index == 1  # the slot came back, no widening
+    assert source.cross_kv.shape[3] == 23 and float(source.cross_kv[..., :18, :].mean()) == 2.0
+    assert float(source.cross_kv[..., 18:, :].mean()) == 3.0
+    assert shared.width == 32 and shared.claim().index == 1  # the slot came back, no widening
     assert neighbour.cross_kv is not None and float(neighbour.cross_kv.mean()) == 1.0
 
 

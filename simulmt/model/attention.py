@@ -8,6 +8,28 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+# Batched attention pads every key row to the widest in the batch. CPU attention sums a row's
+# scores in vector lanes with a remainder loop after them, so the same keys padded to another
+# width were summed in another order: 1 in 1 to 69 keys came out bit-different under almost
+# every padding, and none when both widths were multiples of 16 (AVX-512's float lanes; AVX2's
+# 8 divide it; bench/RESULTS.md, session 45). Keys padded past a multiple of ALIGN only add
+# exact zeros. So every attention width is a multiple of ALIGN, and each stream's keys lie at
+# its own positions: a stream's attention is then the same alone and in any batch, and with
+# int8 linears (exact whatever the batch) so are its captions.
+# The same holds for the queries of one call: a query's result depended on how many queries
+# the call had (1, 2, 3 and 5 gave other bits than 4), and never among multiples of 4
+# (checked on AVX-512, AVX2 and ATen's default kernels). The packed encoder, which pads each
+# stream's queries to the most new tokens of any stream, pads them to a multiple of Q_ALIGN.
+# These are facts of torch 2.13's CPU kernels, guarded by tests
+# (tests/test_model_incremental.py: a stream's encoding alone and packed, bit for bit).
+ALIGN = 16
+Q_ALIGN = 4
+
+
+def aligned(width: int, to: int = ALIGN) -> int:
+    """`width` rounded up to a multiple of `to` (see above); 0 stays 0."""
+    return -(-width // to) * to
+
 
 def additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """A bool attention mask (True = may attend) as the additive one attention applies: 0 where

@@ -19,6 +19,7 @@ import torch
 
 from simulmt.data.vocab import BOS_ID
 from simulmt.model import graphs
+from simulmt.model.attention import aligned
 from simulmt.model.cache import StepKV
 from simulmt.model.layers import pack_kv, stack_kv, unstack_kv
 from simulmt.model.pool import KVPool
@@ -74,23 +75,23 @@ def decode_batch(
             rows.append((e, 0))
             vis.append(entry.peek)
     p_max = max(req.beam.cache.length for req in requests)
-    s_max = max(len(req.source.ids) for req in requests)
+    # every attention width aligned, each row's keys at its own positions: a row's attention
+    # is then the same in any batch (simulmt.model.attention.ALIGN)
+    s_max = aligned(max(len(req.source.ids) for req in requests))
     last = torch.cat([_row_tokens(req) for req in layout])  # (N,)
     lengths = [_length(layout[e]) for e, _ in rows]
     positions = torch.tensor(lengths)  # (N,)
-    past: torch.Tensor | None = None  # (2L, N, H, W, dh)
-    past_valid = write_at = None
+    past: torch.Tensor  # (2L, N, H, W, dh)
     if span is not None and writes is not None:  # the caches are the pool's target rows
         write_at = torch.tensor(writes)  # (N,) each row's new position
-        width = max(writes) + 1
+        width = aligned(max(writes) + 1)
         past = span.pool.target_rows(span.lo, span.lo + len(layout), width)
         past_valid = torch.arange(width).unsqueeze(0) <= write_at.unsqueeze(1)  # (N, W)
-    elif p_max > 0:  # gathered, with a free last position for the new K/V
-        past = _gather_self(model, layout, p_max)  # (2L, N, H, P+1, dh)
-        lens = torch.tensor([_cached(layout[e]) for e, _ in rows])  # (N,)
-        cached = torch.arange(p_max).unsqueeze(0) < lens.unsqueeze(1)  # (N, P)
-        past_valid = torch.cat([cached, torch.ones(len(rows), 1, dtype=torch.bool)], dim=1)
-        write_at = torch.full((len(rows),), p_max)  # (N,)
+    else:  # gathered and zero-padded; each row's new K/V right after its own cache
+        width = aligned(p_max + 1)
+        past = _gather_self(model, layout, width)  # (2L, N, H, W, dh)
+        write_at = torch.tensor([_cached(layout[e]) for e, _ in rows])  # (N,)
+        past_valid = torch.arange(width).unsqueeze(0) <= write_at.unsqueeze(1)  # (N, W)
     if span is not None:  # consecutive slots of one pool: the batch is a view
         cross = span.pool.rows(span.lo, span.lo + len(layout), s_max)  # (2L, N, H, S, dh)
     else:
@@ -156,7 +157,7 @@ def _place(span: _PoolSpan) -> list[int] | None:
         pool.target_lengths[span.lo + e] if req is None else req.beam.cache.length
         for e, req in enumerate(span.layout)
     ]
-    if not pool.fits(max(writes) + 1):
+    if not pool.fits(aligned(max(writes) + 1)):
         return None
     for req in span.layout:
         if req is not None and req.source.slot is not None:
@@ -193,8 +194,10 @@ def _row_tokens(req: StepRequest | None) -> torch.Tensor:
 
 
 def _gather_self(
-    model: SimulTransformer, layout: Sequence[StepRequest | None], p_max: int
+    model: SimulTransformer, layout: Sequence[StepRequest | None], width: int
 ) -> torch.Tensor:
+    """The layout's self-attention caches as one block (2L, N, H, width, dh), zero-padded
+    (every row's new position included: the step writes it in place)."""
     cfg = model.cfg
     blocks = []
     for req in layout:
@@ -206,15 +209,12 @@ def _gather_self(
         if req is not None and req.peek:
             block = torch.cat([block, block[:, :1]], dim=1)  # (2L, Bm+1, H, P_r, dh)
         blocks.append(block)
-    return pack_kv(blocks, p_max + 1, room=1)  # (2L, N, H, P+1, dh), last slot free
+    return pack_kv(blocks, width)  # (2L, N, H, W, dh): a new tensor (each block is shorter)
 
 
 def _gather_cross(requests: Sequence[StepRequest], s_max: int) -> torch.Tensor:
-    """The requests' cross-attention K/V as one block (2L, N, H, S, dh), zero-padded to S."""
-    if len(requests) == 1:  # one stream: broadcast its K/V over the beam, no copies
-        block = requests[0].source.cross_kv
-        assert block is not None
-        return block.expand(-1, _rows(requests[0]), -1, -1, -1)
+    """The requests' cross-attention K/V as one block (2L, N, H, S, dh), zero-padded to S
+    (aligned: a lone stream is padded as in a batch)."""
     blocks = []
     for req in requests:
         block = req.source.cross_kv  # (2L, 1, H, S_r, dh)

@@ -211,7 +211,7 @@ def _encode_inputs(
     counts = [1 + i % t for i in range(b)]
     past_lengths = [p - i % (p + 1) for i in range(b)]
     packing = Packing.of(counts, past_lengths, dtype=model.dtype)
-    width = packing.past + packing.width
+    width = packing.keys
     past = torch.randn(2 * cfg.enc_layers, b, cfg.n_heads, width, cfg.head_dim, generator=g)
     for r, n in enumerate(past_lengths):
         past[:, r, :, n:] = 0  # as `pack_kv` pads

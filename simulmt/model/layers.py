@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from simulmt.model.attention import MultiHeadAttention, additive_mask
+from simulmt.model.attention import Q_ALIGN, MultiHeadAttention, additive_mask, aligned
 from simulmt.model.config import ModelConfig
 
 KV = tuple[torch.Tensor, torch.Tensor]  # keys, values: (B, H, S, dh) each
@@ -90,13 +90,18 @@ def unstack_kv(block: torch.Tensor) -> list[KV]:
 class Packing:
     """How the new tokens of B streams lie in one (M, D) matrix for a packed encoder pass:
     stream by stream, in order, no padding. Attention runs once for all streams, over their
-    caches padded to P positions (the longest) plus T (the most new tokens a stream brings),
-    with each stream's queries padded to T. All tensors, so that a traced pass reads every size
-    from them (`simulmt.model.graphs`): rows, slots (M,): each token's stream and its index
-    among that stream's new tokens; keys_at (M,): P + slot, where its K/V goes in the padded
-    cache; mask (B, 1, T, P+T), additive: stream b's query slot s sees b's cache and new
-    positions P..P+s (a padded slot sees finite values; its output is dropped); positions
-    (M,): each token's position in its stream (cached length + slot)."""
+    caches padded to W positions: the longest cache plus T, rounded up to a multiple of
+    `ALIGN`; each stream's queries are padded to T, the most new tokens a stream brings rounded
+    up to a multiple of `Q_ALIGN`. All
+    tensors, so that a traced pass reads every size from them (`simulmt.model.graphs`): rows,
+    slots (M,): each token's stream and its index among that stream's new tokens; keys_at (M,):
+    where its K/V goes in the padded cache, right after its own stream's cached positions;
+    mask (B, 1, T, W), additive: stream b's query slot s sees b's positions 0..len_b+s (a
+    padded slot sees finite values; its output is dropped); positions (M,): each token's
+    position in its stream (the same as keys_at).
+
+    Each stream's keys thus lie as they would alone (its own positions first, zeros after, an
+    aligned width), whoever it is batched with (`simulmt.model.attention.ALIGN`)."""
 
     rows: torch.Tensor
     slots: torch.Tensor
@@ -110,13 +115,13 @@ class Packing:
 
     @property
     def width(self) -> int:
-        """T: the most new tokens a stream brings (the queries' padded length)."""
+        """T: the queries' padded length (the most new tokens a stream brings, aligned)."""
         return self.mask.shape[2]
 
     @property
-    def past(self) -> int:
-        """P: the longest cache (the padded caches are P + T long)."""
-        return self.mask.shape[3] - self.width
+    def keys(self) -> int:
+        """W: the padded caches' length (the longest cache plus T, aligned)."""
+        return self.mask.shape[3]
 
     @classmethod
     def of(
@@ -126,15 +131,17 @@ class Packing:
         """`counts` new tokens and `past_lengths` cached positions per stream (each stream
         brings at least one); `dtype`: the activations' (the mask is added to attention
         scores in it)."""
-        p, t = max(past_lengths), max(counts)
+        # queries and keys padded to aligned sizes, so that batching moves no bit (ALIGN)
+        p, t = max(past_lengths), aligned(max(counts), Q_ALIGN)
+        w = aligned(p + t)
         rows = torch.tensor([b for b, c in enumerate(counts) for _ in range(c)])  # (M,)
         slots = torch.tensor([j for c in counts for j in range(c)])  # (M,)
         lengths = torch.tensor(past_lengths)  # (B,)
-        keys = torch.arange(p + t).view(1, 1, p + t)
-        cached = keys < lengths.view(-1, 1, 1)  # (B, 1, P+T)
-        new = (keys >= p) & (keys - p <= torch.arange(t).view(1, t, 1))  # (1, T, P+T)
-        mask = additive_mask((cached | new).unsqueeze(1), dtype)  # (B, 1, T, P+T)
-        return cls(rows, slots, slots + p, mask, lengths[rows] + slots)
+        keys = torch.arange(w).view(1, 1, w)
+        seen = lengths.view(-1, 1, 1) + torch.arange(t).view(1, t, 1)  # (B, T, 1): last key
+        mask = additive_mask((keys <= seen).unsqueeze(1), dtype)  # (B, 1, T, P+T)
+        at = lengths[rows] + slots  # (M,)
+        return cls(rows, slots, at, mask, at)
 
 
 class Dropout(nn.Dropout):

@@ -31,6 +31,8 @@ from typing import Protocol
 
 import torch
 
+from simulmt.model.attention import aligned
+
 MIN_SLOTS = 8  # first allocation; doubles when full
 MIN_WIDTH = 32  # positions per slot at first; doubles when a stream outgrows it
 # Every slot is as wide as the longest stream, so one very long sentence would widen them all:
@@ -71,8 +73,8 @@ class KVPool:
         self.max_width = max_width  # None: no limit
         device = torch.get_default_device()  # the model worker's (`use_device`)
         self.data = _zeros(
-            (shape.layers2, slots, shape.heads, width, shape.head_dim), shape.dtype, device
-        )  # (2L, R, H, W, dh)
+            (shape.layers2, slots, shape.heads, aligned(width), shape.head_dim), shape.dtype, device
+        )  # (2L, R, H, W, dh): W aligned, so an aligned view of up to W positions fits
         self.lengths = [0] * slots  # positions in use per slot
         self.target = _zeros(
             (shape.layers2, slots, shape.heads, MIN_WIDTH, shape.head_dim), shape.dtype, device
@@ -206,9 +208,10 @@ class KVPool:
     def _grow(self, *, slots: int = 0, width: int = 0, target_width: int = 0) -> None:
         old_slots = self.slots
         r = max(slots, old_slots)
-        self.data = _grown(self.data, r, max(width, self.data.shape[3]), self.lengths)
+        # widths stay multiples of ALIGN: a batch reads aligned widths (attention.aligned)
+        self.data = _grown(self.data, r, aligned(max(width, self.data.shape[3])), self.lengths)
         self.target = _grown(
-            self.target, r, max(target_width, self.target.shape[3]), self.target_lengths
+            self.target, r, aligned(max(target_width, self.target.shape[3])), self.target_lengths
         )
         for i in range(old_slots, r):
             heapq.heappush(self._free, i)
