@@ -183,8 +183,8 @@ class ServerProcess:
         await self.proc.wait()
 
     def pids(self) -> list[int]:
-        """The server process and its descendants (the model worker's, with `--model-worker
-        process`), read from /proc."""
+        """The server process and its descendants (a model worker or helper process it may
+        start), read from /proc: their CPU and memory count as the server's."""
         assert self.proc is not None
         parents: dict[int, int] = {}
         for stat in Path("/proc").glob("[0-9]*/stat"):

@@ -92,11 +92,10 @@ class Packing:
     stream by stream, in order, no padding. Attention runs once for all streams, over their
     caches padded to W positions: the longest cache plus T, rounded up to a multiple of
     `ALIGN`; each stream's queries are padded to T, the most new tokens a stream brings rounded
-    up to a multiple of `Q_ALIGN`. All
-    tensors, so that a traced pass reads every size from them (`simulmt.model.graphs`): rows,
-    slots (M,): each token's stream and its index among that stream's new tokens; keys_at (M,):
-    where its K/V goes in the padded cache, right after its own stream's cached positions;
-    mask (B, 1, T, W), additive: stream b's query slot s sees b's positions 0..len_b+s (a
+    up to a multiple of `Q_ALIGN`. All tensors, so that a traced pass reads every size from
+    them (`simulmt.model.graphs`): rows, slots (M,): each token's stream and its index among
+    that stream's new tokens; keys_at (M,): where its K/V goes in the padded cache, right after
+    its own stream's cached positions; mask (B, 1, T, W), additive: stream b's query slot s sees b's positions 0..len_b+s (a
     padded slot sees finite values; its output is dropped); positions (M,): each token's
     position in its stream (the same as keys_at).
 
@@ -139,7 +138,7 @@ class Packing:
         lengths = torch.tensor(past_lengths)  # (B,)
         keys = torch.arange(w).view(1, 1, w)
         seen = lengths.view(-1, 1, 1) + torch.arange(t).view(1, t, 1)  # (B, T, 1): last key
-        mask = additive_mask((keys <= seen).unsqueeze(1), dtype)  # (B, 1, T, P+T)
+        mask = additive_mask((keys <= seen).unsqueeze(1), dtype)  # (B, 1, T, W)
         at = lengths[rows] + slots  # (M,)
         return cls(rows, slots, at, mask, at)
 
