@@ -88,16 +88,16 @@ def unstack_kv(block: torch.Tensor) -> list[KV]:
 
 @dataclass(frozen=True)
 class Packing:
-    """How the new tokens of B streams lie in one (M, D) matrix for a packed encoder pass:
-    stream by stream, in order, no padding. Attention runs once for all streams, over their
-    caches padded to W positions: the longest cache plus T, rounded up to a multiple of
-    `ALIGN`; each stream's queries are padded to T, the most new tokens a stream brings rounded
-    up to a multiple of `Q_ALIGN`. All tensors, so that a traced pass reads every size from
-    them (`simulmt.model.graphs`): rows, slots (M,): each token's stream and its index among
-    that stream's new tokens; keys_at (M,): where its K/V goes in the padded cache, right after
-    its own stream's cached positions; mask (B, 1, T, W), additive: stream b's query slot s sees b's positions 0..len_b+s (a
-    padded slot sees finite values; its output is dropped); positions (M,): each token's
-    position in its stream (the same as keys_at).
+    """How the new tokens of B streams lie in one (M, D) matrix for a packed encoder pass: stream
+    by stream, in order, no padding. Attention runs once for all streams, over their caches
+    padded to W positions: the longest cache plus T, rounded up to a multiple of `ALIGN`;
+    each stream's queries are padded to T, the most new tokens a stream brings rounded up to
+    a multiple of `Q_ALIGN`. All tensors, so that a traced pass reads every size from them
+    (`simulmt.model.graphs`): rows, slots (M,): each token's stream and its index among that
+    stream's new tokens; keys_at (M,): where its K/V goes in the padded cache, right after
+    its own stream's cached positions; mask (B, 1, T, W), additive: stream b's query slot s
+    sees b's positions 0..len_b+s (a padded slot sees finite values; its output is dropped);
+    positions (M,): each token's position in its stream (the same as keys_at).
 
     Each stream's keys thus lie as they would alone (its own positions first, zeros after, an
     aligned width), whoever it is batched with (`simulmt.model.attention.ALIGN`)."""
