@@ -63,22 +63,16 @@ def test_a_streams_encoding_is_the_same_alone_and_packed(n_streams: int, seed: i
 
 
 class _Stream:
-    """A source (encoded once) and a beam, for decoder steps."""
+    """A source (encoded once, its cross-attention K/V in `pool`) and a beam, for decoder steps."""
 
     def __init__(self, engine: Engine, words: list[str], pool: KVPool) -> None:
-        self.source = SourceState()
-        engine.encode(self.source, words)
-        self.source.slot.release()  # type: ignore[union-attr]  # into this test's pool
-        self.source.slot = None
-        self.source.append_cross(_cross(engine, self.source), pool)
+        encode = engine.tokenizer.encode_word
+        ids = [t for i, w in enumerate(words) for t in encode(w, first=i == 0)]
+        with torch.no_grad():
+            memory, _ = engine.model.encode(torch.tensor([ids]))  # (1, S, D)
+        self.source = SourceState(ids=ids)
+        self.source.append_cross(stack_kv(engine.model.cross_kv(memory)), pool)
         self.beam = BeamState.start()
-
-
-def _cross(engine: Engine, source: SourceState) -> torch.Tensor:
-    ids = torch.tensor([source.ids])  # (1, S)
-    with torch.no_grad():
-        memory, _ = engine.model.encode(ids)
-    return stack_kv(engine.model.cross_kv(memory))  # (2L, 1, H, S, dh)
 
 
 def _feed(stream: _Stream, token: int) -> None:

@@ -53,7 +53,7 @@ class Graphs:
     """The traced calls of one inference model. `step`: (last (N,), positions (N,), past
     (2L, N, H, W, dh), past_valid (N, W), cross (2L, N, H, S, dh), cross_valid (N, S),
     write_at (N,)) -> (log_probs (N, V), self_kv (2L, N, H, 1, dh), state (N, D)), row n's
-    new K/V written into past at write_at[n]. `encode`: (ids (M,), past (2L_enc, B, H, P+T,
+    new K/V written into past at write_at[n]. `encode`: (ids (M,), past (2L_enc, B, H, W,
     dh), and `Packing.tensors()`) -> the new tokens' cross-attention K/V (2L_dec, 1, H, M, dh),
     their encoder K/V written into past."""
 
@@ -116,7 +116,7 @@ def decode_step(
 def encode(
     model: SimulTransformer, ids: torch.Tensor, past: torch.Tensor, packing: Packing
 ) -> torch.Tensor:
-    """`model.encode_packed` with the caches as one block (2L_enc, B, H, P+T, dh), followed by
+    """`model.encode_packed` with the caches as one block (2L_enc, B, H, W, dh), followed by
     `cross_kv_block`: the new tokens' cross-attention K/V (2L_dec, 1, H, M, dh). Through the
     model's graph where it has one."""
     graphs = _GRAPHS.get(model)

@@ -94,23 +94,22 @@ class Packing:
     each stream's queries are padded to T, the most new tokens a stream brings rounded up to
     a multiple of `Q_ALIGN`. All tensors, so that a traced pass reads every size from them
     (`simulmt.model.graphs`): rows, slots (M,): each token's stream and its index among that
-    stream's new tokens; keys_at (M,): where its K/V goes in the padded cache, right after
-    its own stream's cached positions; mask (B, 1, T, W), additive: stream b's query slot s
-    sees b's positions 0..len_b+s (a padded slot sees finite values; its output is dropped);
-    positions (M,): each token's position in its stream (the same as keys_at).
+    stream's new tokens; mask (B, 1, T, W), additive: stream b's query slot s sees b's
+    positions 0..len_b+s (a padded slot sees finite values; its output is dropped); positions
+    (M,): each token's position in its stream, which is also where its K/V goes in the padded
+    cache (right after its own stream's cached positions).
 
     Each stream's keys thus lie as they would alone (its own positions first, zeros after, an
     aligned width), whoever it is batched with (`simulmt.model.attention.ALIGN`)."""
 
     rows: torch.Tensor
     slots: torch.Tensor
-    keys_at: torch.Tensor
     mask: torch.Tensor
     positions: torch.Tensor
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         """The fields in order (`Packing(*packing.tensors())` is the same packing)."""
-        return self.rows, self.slots, self.keys_at, self.mask, self.positions
+        return self.rows, self.slots, self.mask, self.positions
 
     @property
     def width(self) -> int:
@@ -139,8 +138,7 @@ class Packing:
         keys = torch.arange(w).view(1, 1, w)
         seen = lengths.view(-1, 1, 1) + torch.arange(t).view(1, t, 1)  # (B, T, 1): last key
         mask = additive_mask((keys <= seen).unsqueeze(1), dtype)  # (B, 1, T, W)
-        at = lengths[rows] + slots  # (M,)
-        return cls(rows, slots, at, mask, at)
+        return cls(rows, slots, mask, lengths[rows] + slots)
 
 
 class Dropout(nn.Dropout):
@@ -237,7 +235,7 @@ class EncoderLayer(nn.Module):
 
     def forward_packed(self, x: torch.Tensor, past: KV, packing: Packing) -> torch.Tensor:
         """Inference over the new tokens of many streams as one matrix x (M, D), laid out as
-        `packing` says; past: (B, H, P+T, dh) caches zero-padded to P+T, into which the new
+        `packing` says; past: (B, H, W, dh) caches zero-padded to W, into which the new
         K/V are written in place. Every linear layer runs on the M tokens at once, attention
         once for all streams (queries padded to T). -> (M, D)"""
         h = _ln(self.ln_attn, x)
@@ -245,8 +243,8 @@ class EncoderLayer(nn.Module):
         keys, values = past
         m, (b, heads, _, dh) = x.shape[0], keys.shape
         rows, slots = packing.rows, packing.slots
-        keys[rows, :, packing.keys_at] = k.view(m, heads, dh)  # (M, H, dh) into (B, H, P+T, dh)
-        values[rows, :, packing.keys_at] = v.view(m, heads, dh)
+        keys[rows, :, packing.positions] = k.view(m, heads, dh)  # (M, H, dh) into (B, H, W, dh)
+        values[rows, :, packing.positions] = v.view(m, heads, dh)
         queries = q.new_zeros(b, packing.mask.shape[2], heads, dh)  # (B, T, H, dh)
         queries[rows, slots] = q.view(m, heads, dh)
         o = F.scaled_dot_product_attention(

@@ -117,8 +117,8 @@ class SimulTransformer(nn.Module):
         """Encode the new tokens of B streams at once, each with its own cache length.
 
         ids: (M,) the new tokens of every stream, packed as `packing` says (no padding; it
-        also has their positions); past: per layer (B, H, P+T, dh), the caches zero-padded to
-        P+T, into which the new tokens' K/V is written in place.
+        also has their positions); past: per layer (B, H, W, dh), the caches zero-padded to
+        W (`Packing`), into which the new tokens' K/V is written in place.
         Returns memory (M, D). Every linear layer sees the M real tokens as one matrix, so a
         turn where streams bring 1, 2 or 5 tokens is one pass with no padded rows."""
         x = self.embed_tokens(ids.unsqueeze(0), packing.positions.unsqueeze(0))[0]  # (M, D)
