@@ -19,7 +19,7 @@ from simulmt.model.calibration import RANGES_FILE, load_ranges
 from simulmt.model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
 from simulmt.model.devices import DeviceError, resolve_device
 from simulmt.model.int8 import FbgemmInt8Linear, Int8Linear, StaticInt8Linear, quantize_linears
-from simulmt.model.layers import Packing, append_kv, pack_kv
+from simulmt.model.layers import Packing, Scratch, append_kv, pack_kv
 from simulmt.model.pool import KVPool, PoolShape
 from simulmt.model.precision import choose_precision
 from simulmt.model.runtime import AUTO_DTYPE, DTYPE_NAMES
@@ -73,6 +73,7 @@ class Engine:
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.info = info
+        self._encode_scratch = Scratch()  # the packed encoder pass's padded caches
         self.segmenter = segmenter.eval() if segmenter is not None else None
         self.restorer = restorer.eval() if restorer is not None else None
         self.compute_ms = 0.0  # total model time spent by this engine
@@ -274,9 +275,11 @@ class Engine:
         empty = torch.zeros(
             2 * cfg.enc_layers, 1, cfg.n_heads, 0, cfg.head_dim, dtype=self.model.dtype
         )
-        # (2L_enc, B, H, W, dh): the caches zero-padded to W (`Packing`); each stream's new
+        # (2L_enc, B, H, W, dh): the caches padded to W (`Packing`) in a reused buffer (past a
+        # row's positions, masked values of an earlier pass: `Scratch`); each stream's new
         # K/V are written right after its own cached positions
-        buf = pack_kv([empty if s.enc_kv is None else s.enc_kv for s in sources], packing.keys)
+        caches = [empty if s.enc_kv is None else s.enc_kv for s in sources]
+        buf = pack_kv(caches, packing.keys, into=self._encode_scratch)
         ids = torch.tensor([tok for row in new_ids for tok in row], dtype=torch.long)  # (M,)
         cross = graphs.encode(self.model, ids, buf, packing)  # (2L_dec, 1, H, M, dh)
         out = []

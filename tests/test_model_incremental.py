@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from simulmt.model import batch as step_module
 from simulmt.model.cache import DecoderCache
 from simulmt.model.config import ModelConfig
-from simulmt.model.layers import append_kv, pack_kv, stack_kv, unstack_kv
+from simulmt.model.layers import Scratch, append_kv, pack_kv, stack_kv, unstack_kv
 from simulmt.model.pool import KVPool, PoolShape
 from simulmt.model.state import SourceState
 from simulmt.model.transformer import SimulTransformer
@@ -361,6 +361,56 @@ def test_pack_kv_equals_zero_padding(
     assert out.shape == (4, n, 2, width, 3)
     assert torch.equal(out[:, :, :, :keep], expected[:, :, :, :keep])
     assert all(out is not b for b in blocks) or room == 0
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(st.lists(st.tuples(st.integers(1, 3), st.integers(0, 9)), min_size=1, max_size=5),
+             min_size=1, max_size=4),
+    st.integers(0, 1000),
+)
+def test_pack_kv_into_a_reused_buffer_holds_every_block(
+    passes: list[list[tuple[int, int]]], seed: int
+) -> None:
+    """Pass after pass, `pack_kv(into=)` lays each block's positions where `pack_kv` does, in
+    one buffer that is reused while it is large enough (what lies past them is masked)."""
+    g = torch.Generator().manual_seed(seed)
+    scratch = Scratch()
+    storages = set()
+    for shapes in passes:
+        blocks = [torch.randn(4, rows, 2, t, 3, generator=g) for rows, t in shapes]
+        width = max(t for _, t in shapes) + 2
+        out = pack_kv(blocks, width, into=scratch)
+        row = 0
+        for b in blocks:
+            assert torch.equal(out[:, row : row + b.shape[1], :, : b.shape[3]], b)
+            row += b.shape[1]
+        assert out.shape == (4, row, 2, width, 3) and out.is_contiguous()
+        storages.add(out.untyped_storage().data_ptr())
+    assert len(storages) <= len(passes)
+    small = pack_kv([torch.ones(4, 1, 2, 1, 3)], 1, into=scratch)  # fits: no new buffer
+    assert small.untyped_storage().data_ptr() in storages
+
+
+def test_encoding_over_a_reused_buffer_gives_the_bits_of_a_fresh_one() -> None:
+    """The encoder's padded caches lie in a buffer that keeps an earlier pass's K/V past each
+    row (`Scratch`): they are masked, so a stream's encoding is bit for bit what an engine
+    that never ran another pass gives."""
+    from simulmt.engine import Engine
+
+    used, fresh = Engine.tiny(0), Engine.tiny(0)
+    words = ["Haus", "Buch", "gelesen", "heute", "der", "Straße", "schnell", "."]
+    crowd = [SourceState() for _ in range(6)]
+    for n in range(1, 4):  # long caches of six streams fill the buffer with their K/V
+        used.encode_many(crowd, [words[i : i + n + 2] for i in range(6)])
+    a, b = SourceState(), SourceState()
+    for chunk in (["der"], ["Straße", "schnell"], ["."]):
+        used.encode(a, chunk)
+        fresh.encode(b, chunk)
+        assert a.enc_kv is not None and b.enc_kv is not None
+        assert torch.equal(a.enc_kv, b.enc_kv)
+        assert a.cross_kv is not None and b.cross_kv is not None
+        assert torch.equal(a.cross_kv, b.cross_kv)
 
 
 def test_a_refused_too_long_input_leaves_the_source_as_it_was() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,22 +22,58 @@ def stack_kv(kv: list[KV]) -> torch.Tensor:
     return torch.stack([t for pair in kv for t in pair])
 
 
-def pack_kv(blocks: Sequence[torch.Tensor], width: int, *, room: int = 0) -> torch.Tensor:
+class Scratch:
+    """A buffer reused for a batch's padded caches, pass after pass (`pack_kv(into=)`).
+
+    A packed encoder pass needs its streams' caches as one zero-padded block; a fresh block at
+    every pass (tens of MB for hundreds of streams) cost more in page faults and zero-filling
+    than its copies, a third of `simulmt eval`'s encoder time (bench/RESULTS.md, session 46).
+    What a reused buffer holds past a row's positions is an earlier pass's K/V: finite, and
+    masked out like the zeros it replaces (a masked key adds an exact zero to every sum), so
+    the results are the same bits. Model work runs on one thread at a time (`Engine`)."""
+
+    def __init__(self) -> None:
+        self._flat: torch.Tensor | None = None
+
+    def take(self, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+        """A contiguous tensor of `shape` in `like`'s dtype and device over the buffer (grown,
+        zero-filled, when too small); its contents are the last pass's."""
+        numel = math.prod(shape)
+        flat = self._flat
+        if flat is None or flat.numel() < numel or flat.dtype != like.dtype \
+                or flat.device != like.device:  # fmt: skip
+            flat = self._flat = like.new_zeros(numel + numel // 4)
+        return flat[:numel].view(shape)
+
+
+def pack_kv(
+    blocks: Sequence[torch.Tensor], width: int, *, room: int = 0, into: Scratch | None = None
+) -> torch.Tensor:
     """Blocks (2L, rows_r, H, T_r, dh) -> one (2L, N, H, width, dh), N = sum of rows, each
     block's positions first and zeros after them (masked padding must be finite).
 
     `room`: the last `room` positions are left unset, for the caller to fill before anything
     reads them (new K/V written in place); then the result is always a new tensor.
+    `into`: the result lies in this reused buffer, and its padding holds an earlier pass's
+    values instead of zeros (finite: see `Scratch`); it is valid until the next `take`.
     One copy per block and no fill where nothing is padded: equal-length blocks are one
     `torch.cat`; otherwise only each block's padding is zeroed, not the whole buffer."""
-    fill = width - room  # positions that must hold real values or zeros
-    if len(blocks) == 1 and blocks[0].shape[3] == width and room == 0:
-        return blocks[0]
-    if room == 0 and all(b.shape[3] == width for b in blocks):
-        return torch.cat(list(blocks), dim=1)  # a new tensor: one op, no fill
     first = blocks[0]
     n = sum(b.shape[1] for b in blocks)
-    out = first.new_empty(first.shape[0], n, first.shape[2], width, first.shape[4])
+    shape = (first.shape[0], n, first.shape[2], width, first.shape[4])
+    if into is not None:
+        out = into.take(shape, first)
+        row = 0
+        for b in blocks:
+            out[:, row : row + b.shape[1], :, : b.shape[3]] = b
+            row += b.shape[1]
+        return out
+    fill = width - room  # positions that must hold real values or zeros
+    if len(blocks) == 1 and first.shape[3] == width and room == 0:
+        return first
+    if room == 0 and all(b.shape[3] == width for b in blocks):
+        return torch.cat(list(blocks), dim=1)  # a new tensor: one op, no fill
+    out = first.new_empty(shape)
     row = 0
     for b in blocks:
         rows, t = b.shape[1], b.shape[3]
