@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from simulmt.data.tokenizer import Tokenizer
+from simulmt.model import attention as attention_module
 from simulmt.model import graphs
 from simulmt.model.calibration import RANGES_FILE, load_ranges
 from simulmt.model.checkpoint import CheckpointError, load_checkpoint, model_from_checkpoint
@@ -269,26 +270,33 @@ class Engine:
         if not sources:
             return []
         cfg = self.model.cfg
-        counts = [len(ids) for ids in new_ids]
-        past_lengths = [len(source.ids) for source in sources]
-        packing = Packing.of(counts, past_lengths, dtype=self.model.dtype)
+        # streams in order of cache length, so that each attention group (GROUP_ROWS streams)
+        # reads about its own streams' widths (`Packing.groups`): half the positions one
+        # group of all streams reads, in `simulmt eval`'s passes of ~100 streams
+        order = sorted(range(len(sources)), key=lambda i: len(sources[i].ids))
+        ordered = [sources[i] for i in order]
+        counts = [len(new_ids[i]) for i in order]
+        past_lengths = [len(source.ids) for source in ordered]
+        packing = Packing.of(
+            counts, past_lengths, dtype=self.model.dtype, group=attention_module.GROUP_ROWS
+        )
         empty = torch.zeros(
             2 * cfg.enc_layers, 1, cfg.n_heads, 0, cfg.head_dim, dtype=self.model.dtype
         )
         # (2L_enc, B, H, W, dh): the caches padded to W (`Packing`) in a reused buffer (past a
         # row's positions, masked values of an earlier pass: `Scratch`); each stream's new
         # K/V are written right after its own cached positions
-        caches = [empty if s.enc_kv is None else s.enc_kv for s in sources]
+        caches = [empty if source.enc_kv is None else source.enc_kv for source in ordered]
         buf = pack_kv(caches, packing.keys, into=self._encode_scratch)
-        ids = torch.tensor([tok for row in new_ids for tok in row], dtype=torch.long)  # (M,)
+        ids = torch.tensor([tok for i in order for tok in new_ids[i]], dtype=torch.long)  # (M,)
         cross = graphs.encode(self.model, ids, buf, packing)  # (2L_dec, 1, H, M, dh)
-        out = []
+        out: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         first = 0
-        for r, (n, s) in enumerate(zip(counts, past_lengths, strict=True)):
-            # stream r's new K/V lie right after its own cached positions (`Packing`)
-            out.append((buf[:, r : r + 1, :, s : s + n], cross[:, :, :, first : first + n]))
+        for r, (i, n, s) in enumerate(zip(order, counts, past_lengths, strict=True)):
+            # stream i (row r) has its new K/V right after its own cached positions (`Packing`)
+            out[i] = (buf[:, r : r + 1, :, s : s + n], cross[:, :, :, first : first + n])
             first += n
-        return out
+        return [out[i] for i in range(len(sources))]
 
     def step(self, requests: Sequence[StepRequest]) -> list[StepResult]:
         """One batched decoder step (`run_step`), its time counted in `compute_ms`."""

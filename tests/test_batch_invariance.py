@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulmt.engine import Engine, for_inference
+from simulmt.model import attention as attention_module
 from simulmt.model import batch as step_module
 from simulmt.model.layers import stack_kv
 from simulmt.model.pool import KVPool, PoolShape
@@ -39,10 +40,21 @@ def _words(rng: random.Random, n: int) -> list[str]:
 
 
 @settings(max_examples=15, deadline=None)
-@given(st.integers(2, 5), st.integers(0, 10_000))
-def test_a_streams_encoding_is_the_same_alone_and_packed(n_streams: int, seed: int) -> None:
-    """Streams of other cache lengths bringing other numbers of tokens in the same pass."""
+@given(st.integers(2, 5), st.integers(0, 10_000), st.sampled_from([0, 1, 2, 3]))
+def test_a_streams_encoding_is_the_same_alone_and_packed(
+    n_streams: int, seed: int, group: int
+) -> None:
+    """Streams of other cache lengths bringing other numbers of tokens in the same pass, in
+    attention groups of `group` streams (0: one group), each over its own width."""
     engine, rng = int8_engine(), random.Random(seed)
+    before, attention_module.GROUP_ROWS = attention_module.GROUP_ROWS, group
+    try:
+        _encode_alone_and_packed(engine, rng, n_streams)
+    finally:
+        attention_module.GROUP_ROWS = before
+
+
+def _encode_alone_and_packed(engine: Engine, rng: random.Random, n_streams: int) -> None:
     turns = [[_words(rng, rng.randint(0, 3)) for _ in range(n_streams)] for _ in range(6)]
     packed = [SourceState() for _ in range(n_streams)]
     alone = [SourceState() for _ in range(n_streams)]

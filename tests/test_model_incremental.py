@@ -390,6 +390,11 @@ def test_pack_kv_into_a_reused_buffer_holds_every_block(
     assert len(storages) <= len(passes)
     small = pack_kv([torch.ones(4, 1, 2, 1, 3)], 1, into=scratch)  # fits: no new buffer
     assert small.untyped_storage().data_ptr() in storages
+    scratch.KEEP_BYTES = small.numel() * 4  # a pass over the limit: a buffer of its own
+    big = pack_kv([torch.ones(4, 1, 2, 1, 3)], 3, into=scratch)
+    assert torch.equal(big[:, :, :, 1:], torch.zeros(4, 1, 2, 2, 3))
+    again = pack_kv([torch.ones(4, 1, 2, 1, 3)], 1, into=scratch)
+    assert again.untyped_storage().data_ptr() == small.untyped_storage().data_ptr()
 
 
 def test_encoding_over_a_reused_buffer_gives_the_bits_of_a_fresh_one() -> None:

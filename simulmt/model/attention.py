@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -24,11 +25,44 @@ from torch import nn
 # (tests/test_model_incremental.py: a stream's encoding alone and packed, bit for bit).
 ALIGN = 16
 Q_ALIGN = 4
+# Attention reads every key position up to the batch's width, and its time grows with it; in a
+# packed encoder pass of a hundred streams most are far shorter than the longest. So a wide
+# pass attends in groups of GROUP_ROWS streams ordered by length, each over its own width
+# (aligned: the same bits; bench/RESULTS.md, session 46). The decoder step's rows are pool
+# slots in slot order, not by length: grouping them measured no faster.
+GROUP_ROWS = 16
+
+Groups = tuple[tuple[int, int, int], ...]  # (first row, end row, key width) per group
 
 
 def aligned(width: int, to: int = ALIGN) -> int:
     """`width` rounded up to a multiple of `to` (see above); 0 stays 0."""
     return -(-width // to) * to
+
+
+def grouped_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, groups: Groups
+) -> torch.Tensor:
+    """Inference attention, q (B, H, T, dh) over k, v (B, H, S, dh) with mask (B, 1, T, S),
+    per group of rows over the group's first `width` key positions (every key a row may see
+    lies within its group's width); no groups: all rows at once. -> (B, H, T, dh)"""
+    if not groups:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return torch.cat([
+        F.scaled_dot_product_attention(q[lo:hi], k[lo:hi, :, :w], v[lo:hi, :, :w],
+                                       attn_mask=mask[lo:hi, ..., :w])
+        for lo, hi, w in groups
+    ])  # fmt: skip
+
+
+def row_groups(widths: Sequence[int], *, rows: int) -> Groups:
+    """Groups of `rows` consecutive rows (see GROUP_ROWS), each as wide as the most key
+    positions one of its rows needs (`widths`), aligned; () when one group would do."""
+    n = len(widths)
+    if rows <= 0 or n <= rows:
+        return ()
+    return tuple((lo, min(lo + rows, n), aligned(max(widths[lo : lo + rows])))
+                 for lo in range(0, n, rows))  # fmt: skip
 
 
 def additive_mask(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -120,7 +120,7 @@ def encode(
     `cross_kv_block`: the new tokens' cross-attention K/V (2L_dec, 1, H, M, dh). Through the
     model's graph where it has one."""
     graphs = _GRAPHS.get(model)
-    if graphs is None:
+    if graphs is None or packing.groups:  # the graph runs one group (`Packing.groups`)
         return _encode(model, ids, past, packing)
     return graphs.encode(ids, past, *packing.tensors())
 
@@ -167,7 +167,8 @@ class _Encode(_Traceable):
     def forward(
         self, ids: torch.Tensor, past: torch.Tensor, *packing: torch.Tensor
     ) -> torch.Tensor:
-        return _encode(self.model, ids, past, Packing(*packing))
+        rows, slots, mask, positions = packing
+        return _encode(self.model, ids, past, Packing(rows, slots, mask, positions))
 
 
 def _freeze(module: nn.Module, example: tuple[torch.Tensor, ...]) -> torch.jit.ScriptModule:

@@ -10,7 +10,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from simulmt.model.attention import Q_ALIGN, MultiHeadAttention, additive_mask, aligned
+from simulmt.model.attention import (
+    Q_ALIGN,
+    Groups,
+    MultiHeadAttention,
+    additive_mask,
+    aligned,
+    grouped_attention,
+    row_groups,
+)
 from simulmt.model.config import ModelConfig
 
 KV = tuple[torch.Tensor, torch.Tensor]  # keys, values: (B, H, S, dh) each
@@ -32,6 +40,10 @@ class Scratch:
     masked out like the zeros it replaces (a masked key adds an exact zero to every sum), so
     the results are the same bits. Model work runs on one thread at a time (`Engine`)."""
 
+    # a larger pass gets a buffer of its own, freed after it: a burst of very long streams
+    # (hundreds of MB) does not stay resident
+    KEEP_BYTES = 256 * 2**20
+
     def __init__(self) -> None:
         self._flat: torch.Tensor | None = None
 
@@ -39,10 +51,13 @@ class Scratch:
         """A contiguous tensor of `shape` in `like`'s dtype and device over the buffer (grown,
         zero-filled, when too small); its contents are the last pass's."""
         numel = math.prod(shape)
+        if numel * like.element_size() > self.KEEP_BYTES:
+            return like.new_zeros(shape)
         flat = self._flat
         if flat is None or flat.numel() < numel or flat.dtype != like.dtype \
                 or flat.device != like.device:  # fmt: skip
-            flat = self._flat = like.new_zeros(numel + numel // 4)
+            room = min(numel + numel // 4, self.KEEP_BYTES // like.element_size())
+            flat = self._flat = like.new_zeros(room)
         return flat[:numel].view(shape)
 
 
@@ -137,15 +152,23 @@ class Packing:
     cache (right after its own stream's cached positions).
 
     Each stream's keys thus lie as they would alone (its own positions first, zeros after, an
-    aligned width), whoever it is batched with (`simulmt.model.attention.ALIGN`)."""
+    aligned width), whoever it is batched with (`simulmt.model.attention.ALIGN`).
+
+    `groups`: attention runs per group of consecutive streams (lo, hi, width), each over the
+    first `width` positions only (its longest cache plus T, aligned): attention time grows
+    with the width it reads, and most streams are far shorter than the longest (with streams
+    ordered by length, groups of 16 read half the positions: bench/RESULTS.md, session 46).
+    Empty: one group of all streams at W (what a traced pass runs)."""
 
     rows: torch.Tensor
     slots: torch.Tensor
     mask: torch.Tensor
     positions: torch.Tensor
+    groups: Groups = ()
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
-        """The fields in order (`Packing(*packing.tensors())` is the same packing)."""
+        """The tensor fields in order (`Packing(*packing.tensors())` is the packing as one
+        group: what a traced pass takes)."""
         return self.rows, self.slots, self.mask, self.positions
 
     @property
@@ -161,21 +184,22 @@ class Packing:
     @classmethod
     def of(
         cls, counts: Sequence[int], past_lengths: Sequence[int], *,
-        dtype: torch.dtype = torch.float32,
+        dtype: torch.dtype = torch.float32, group: int = 0,
     ) -> Packing:
         """`counts` new tokens and `past_lengths` cached positions per stream (each stream
         brings at least one); `dtype`: the activations' (the mask is added to attention
-        scores in it)."""
+        scores in it); `group`: streams per attention group (0: one group; `row_groups`)."""
         # queries and keys padded to aligned sizes, so that batching moves no bit (ALIGN)
         p, t = max(past_lengths), aligned(max(counts), Q_ALIGN)
         w = aligned(p + t)
+        groups = row_groups([past + t for past in past_lengths], rows=group)
         rows = torch.tensor([b for b, c in enumerate(counts) for _ in range(c)])  # (M,)
         slots = torch.tensor([j for c in counts for j in range(c)])  # (M,)
         lengths = torch.tensor(past_lengths)  # (B,)
         keys = torch.arange(w).view(1, 1, w)
         seen = lengths.view(-1, 1, 1) + torch.arange(t).view(1, t, 1)  # (B, T, 1): last key
         mask = additive_mask((keys <= seen).unsqueeze(1), dtype)  # (B, 1, T, W)
-        return cls(rows, slots, mask, lengths[rows] + slots)
+        return cls(rows, slots, mask, lengths[rows] + slots, groups)
 
 
 class Dropout(nn.Dropout):
@@ -284,8 +308,8 @@ class EncoderLayer(nn.Module):
         values[rows, :, packing.positions] = v.view(m, heads, dh)
         queries = q.new_zeros(b, packing.mask.shape[2], heads, dh)  # (B, T, H, dh)
         queries[rows, slots] = q.view(m, heads, dh)
-        o = F.scaled_dot_product_attention(
-            queries.transpose(1, 2), keys, values, attn_mask=packing.mask
+        o = grouped_attention(
+            queries.transpose(1, 2), keys, values, packing.mask, packing.groups
         )  # (B, H, T, dh)
         a = o.transpose(1, 2)[rows, slots].reshape(m, heads * dh)  # (M, D)
         x = x + self.attn.out_proj(a)
