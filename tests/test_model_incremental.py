@@ -376,7 +376,6 @@ def test_pack_kv_into_a_reused_buffer_holds_every_block(
     one buffer that is reused while it is large enough (what lies past them is masked)."""
     g = torch.Generator().manual_seed(seed)
     scratch = Scratch()
-    storages = set()
     for shapes in passes:
         blocks = [torch.randn(4, rows, 2, t, 3, generator=g) for rows, t in shapes]
         width = max(t for _, t in shapes) + 2
@@ -386,10 +385,9 @@ def test_pack_kv_into_a_reused_buffer_holds_every_block(
             assert torch.equal(out[:, row : row + b.shape[1], :, : b.shape[3]], b)
             row += b.shape[1]
         assert out.shape == (4, row, 2, width, 3) and out.is_contiguous()
-        storages.add(out.untyped_storage().data_ptr())
-    assert len(storages) <= len(passes)
-    small = pack_kv([torch.ones(4, 1, 2, 1, 3)], 1, into=scratch)  # fits: no new buffer
-    assert small.untyped_storage().data_ptr() in storages
+    # a pass that fits lies in the same memory as the last one (`out` is still alive)
+    small = pack_kv([torch.ones(4, 1, 2, 1, 3)], 1, into=scratch)
+    assert small.untyped_storage().data_ptr() == out.untyped_storage().data_ptr()
     scratch.KEEP_BYTES = small.numel() * 4  # a pass over the limit: a buffer of its own
     big = pack_kv([torch.ones(4, 1, 2, 1, 3)], 3, into=scratch)
     assert torch.equal(big[:, :, :, 1:], torch.zeros(4, 1, 2, 2, 3))

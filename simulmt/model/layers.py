@@ -141,18 +141,19 @@ def unstack_kv(block: torch.Tensor) -> list[KV]:
 @dataclass(frozen=True)
 class Packing:
     """How the new tokens of B streams lie in one (M, D) matrix for a packed encoder pass: stream
-    by stream, in order, no padding. Attention runs once for all streams, over their caches
-    padded to W positions: the longest cache plus T, rounded up to a multiple of `ALIGN`;
-    each stream's queries are padded to T, the most new tokens a stream brings rounded up to
-    a multiple of `Q_ALIGN`. All tensors, so that a traced pass reads every size from them
-    (`simulmt.model.graphs`): rows, slots (M,): each token's stream and its index among that
-    stream's new tokens; mask (B, 1, T, W), additive: stream b's query slot s sees b's
-    positions 0..len_b+s (a padded slot sees finite values; its output is dropped); positions
-    (M,): each token's position in its stream, which is also where its K/V goes in the padded
-    cache (right after its own stream's cached positions).
+    by stream, in order, no padding. Attention runs for all streams at once (or per group,
+    below), over their caches padded to W positions: the longest cache plus T, rounded up to
+    a multiple of `ALIGN`; each stream's queries are padded to T, the most new tokens a stream
+    brings rounded up to a multiple of `Q_ALIGN`. Tensors, so that a traced pass reads every
+    size from them (`simulmt.model.graphs`): rows, slots (M,): each token's stream and its
+    index among that stream's new tokens; mask (B, 1, T, W), additive: stream b's query slot s
+    sees b's positions 0..len_b+s (a padded slot sees finite values; its output is dropped);
+    positions (M,): each token's position in its stream, which is also where its K/V goes in
+    the padded cache (right after its own stream's cached positions).
 
-    Each stream's keys thus lie as they would alone (its own positions first, zeros after, an
-    aligned width), whoever it is batched with (`simulmt.model.attention.ALIGN`).
+    Each stream's keys thus lie as they would alone (its own positions first, masked finite
+    values after, an aligned width), whoever it is batched with
+    (`simulmt.model.attention.ALIGN`).
 
     `groups`: attention runs per group of consecutive streams (lo, hi, width), each over the
     first `width` positions only (its longest cache plus T, aligned): attention time grows
