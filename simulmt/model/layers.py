@@ -62,39 +62,27 @@ class Scratch:
 
 
 def pack_kv(
-    blocks: Sequence[torch.Tensor], width: int, *, room: int = 0, into: Scratch | None = None
+    blocks: Sequence[torch.Tensor], width: int, *, into: Scratch | None = None
 ) -> torch.Tensor:
     """Blocks (2L, rows_r, H, T_r, dh) -> one (2L, N, H, width, dh), N = sum of rows, each
     block's positions first and zeros after them (masked padding must be finite).
 
-    `room`: the last `room` positions are left unset, for the caller to fill before anything
-    reads them (new K/V written in place); then the result is always a new tensor.
     `into`: the result lies in this reused buffer, and its padding holds an earlier pass's
     values instead of zeros (finite: see `Scratch`); it is valid until the next `take`.
     One copy per block and no fill where nothing is padded: equal-length blocks are one
     `torch.cat`; otherwise only each block's padding is zeroed, not the whole buffer."""
     first = blocks[0]
+    if into is None and all(b.shape[3] == width for b in blocks):
+        return first if len(blocks) == 1 else torch.cat(list(blocks), dim=1)  # no fill
     n = sum(b.shape[1] for b in blocks)
     shape = (first.shape[0], n, first.shape[2], width, first.shape[4])
-    if into is not None:
-        out = into.take(shape, first)
-        row = 0
-        for b in blocks:
-            out[:, row : row + b.shape[1], :, : b.shape[3]] = b
-            row += b.shape[1]
-        return out
-    fill = width - room  # positions that must hold real values or zeros
-    if len(blocks) == 1 and first.shape[3] == width and room == 0:
-        return first
-    if room == 0 and all(b.shape[3] == width for b in blocks):
-        return torch.cat(list(blocks), dim=1)  # a new tensor: one op, no fill
-    out = first.new_empty(shape)
+    out = first.new_empty(shape) if into is None else into.take(shape, first)
     row = 0
     for b in blocks:
         rows, t = b.shape[1], b.shape[3]
         out[:, row : row + rows, :, :t] = b
-        if t < fill:
-            out[:, row : row + rows, :, t:fill] = 0
+        if into is None and t < width:
+            out[:, row : row + rows, :, t:] = 0
         row += rows
     return out
 
