@@ -45,6 +45,48 @@ def save_tiny(folder: Path, seed: int) -> Path:
     return folder
 
 
+def batch_bound(model: Path | None, rows: int, threads: int) -> tuple[float, float]:
+    """Per-row milliseconds of the model's decoder step run for 1 row and for `rows` rows at
+    once (16 target tokens cached, 32 source tokens): how much batching alone gains on this
+    CPU. SimulEval steps one sentence at a time and `simulmt eval` batches the same work, so
+    the 1-job speed ratio cannot go far beyond this ratio; float32 GEMMs near the core's peak
+    make it the CPU's (batched GEMM / matrix-vector throughput), not the code's."""
+    import torch
+
+    from simulmt.engine import Engine
+
+    torch.set_num_threads(threads)
+    net = Engine.load(model, dtype="float32", trace=False).model
+    cfg = net.cfg
+    past_len, src_len = 16, 32
+
+    def per_row(n: int) -> float:
+        gen = torch.Generator().manual_seed(0)
+        kv = (n, cfg.n_heads, past_len, cfg.head_dim)
+        past = [(torch.randn(kv, generator=gen), torch.randn(kv, generator=gen))
+                for _ in range(cfg.dec_layers)]  # fmt: skip
+        ckv = (n, cfg.n_heads, src_len, cfg.head_dim)
+        cross = [(torch.randn(ckv, generator=gen), torch.randn(ckv, generator=gen))
+                 for _ in range(cfg.dec_layers)]  # fmt: skip
+        args = (
+            torch.full((n,), 5), torch.full((n,), past_len), past,
+            torch.ones(n, past_len, dtype=torch.bool), cross,
+            torch.ones(n, src_len, dtype=torch.bool),
+        )  # fmt: skip
+        calls = max(3, 600 // n)
+        best = float("inf")
+        with torch.inference_mode():
+            net.decode_step(*args)
+            for _ in range(3):  # best of 3 windows: a shared machine drifts
+                start = time.perf_counter()
+                for _ in range(calls):
+                    net.decode_step(*args)
+                best = min(best, (time.perf_counter() - start) / calls / n)
+        return best * 1000
+
+    return per_row(1), per_row(rows)
+
+
 def timed(cmd: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -174,6 +216,12 @@ def main() -> int:
         *forwarded(search, args, "--precision"),
         *model_args,
     ]
+    one, many = batch_bound(model, args.batch_size, args.threads)
+    print(
+        f"decoder step per row: {one:.3f} ms alone, {many:.3f} ms in {args.batch_size} rows "
+        f"({one / many:.1f}x: what batching alone gains on this CPU)",
+        flush=True,
+    )
     ratios: list[tuple[float, float]] = []
     for _ in range(args.repeats):  # alternating: each pair sees the machine as it is then
         t_ours, ours = timed(ours_cmd)
