@@ -384,7 +384,8 @@ def test_ddp_two_processes(data_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "ddp"
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-        "--master-port", str(_free_port()), "-m", "simulmt.train",
+        "--master-port", str(_free_port()), "--log-dir", str(tmp_path / "ranks"), "--tee", "3",
+        "-m", "simulmt.train",
         "--data", str(data_dir), "--out", str(out), "--device", "cpu",
     ]
     sets = {"max_steps": 4, "max_tokens": 300, "bf16": "false", "threads": 1,
@@ -394,7 +395,7 @@ def test_ddp_two_processes(data_dir: Path, tmp_path: Path) -> None:
         cmd += ["--set", f"{k}={v}"]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.returncode == 0, _rank_logs(tmp_path / "ranks") or proc.stderr[-2000:]
     ckpt = load_checkpoint(out / "last.pt")
     single = Trainer(tiny_config(data_dir, tmp_path / "single"))
     n = len(single.batches)
@@ -405,6 +406,13 @@ def test_ddp_two_processes(data_dir: Path, tmp_path: Path) -> None:
     assert proc.stdout.count("stopped at step 4") == 1  # rank 0 alone reports
     assert proc.stderr.count("world 2") == 1
     assert len([line for line in proc.stderr.splitlines() if "step 2: loss" in line]) == 1
+
+
+def _rank_logs(folder: Path) -> str:
+    """The end of every rank's stderr that torchrun's `--tee` kept: a rank that dies shows its
+    own error, not only torchrun's summary (the test failed once so, cause unknown)."""
+    logs = sorted(folder.glob("**/stderr.log"))
+    return "\n".join(f"--- {p.relative_to(folder)}\n{p.read_text()[-1500:]}" for p in logs)
 
 
 def test_cuda_asked_for_without_a_gpu_is_a_clear_error(
