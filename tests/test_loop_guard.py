@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from simulmt.eval.loops import loops
 
 from simulmt.engine import Engine
-from simulmt.search.loops import beam_bans, cycle_bans
+from simulmt.search.loops import beam_bans, cycle_bans, next_banned
 from simulmt.search.online import stop_pieces
 from simulmt.search.options import SearchOptions
 from simulmt.session import Session
@@ -52,6 +52,25 @@ def test_beam_bans_skip_bos_and_look_per_row() -> None:
     tokens = torch.tensor([[1, 4, 4], [1, 4, 5]])  # BOS=1, then the written tokens
     assert beam_bans(tokens, max_cycle=2) == [(0, 4)]
     assert beam_bans(torch.tensor([[4, 4]]), max_cycle=2) == []  # BOS never counts
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(0, 5), max_size=12),
+    st.lists(st.integers(0, 5), min_size=1, max_size=8),
+    st.integers(1, 3),
+    st.integers(1, 8),
+)
+def test_next_banned_answers_as_beam_bans(
+    prefix: list[int], unit: list[int], copies: int, n: int
+) -> None:
+    # the greedy search's one-token question has the answer of the whole list, for every
+    # token (4 and 5 stand for stop pieces); the written tokens end in copies of a cycle
+    tokens = torch.tensor([1, *prefix, *unit * copies])  # BOS=1, then the written tokens
+    stops = frozenset({4, 5})
+    whole = beam_bans(tokens.unsqueeze(0), max_cycle=n, stops=stops)
+    for token in range(7):
+        assert next_banned(tokens, token, max_cycle=n, stops=stops) == ((0, token) in whole)
 
 
 def test_after_a_stop_every_stop_is_banned() -> None:

@@ -162,6 +162,22 @@ def test_mask_bans_stops_that_would_end_the_sentence_only() -> None:
     assert tentative.bans(state, torch.tensor([[2, *TOK.encode("the dog")]])) == []
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from(["the", "dog", "U.S", "Mr", "e", "3", "."]), max_size=8),
+       st.integers(0, 2))  # fmt: skip
+def test_mask_bans_answer_membership_without_working_them_out(words: list[str], row: int) -> None:
+    # `in` skips the work for tokens that are no stop piece; its answers are the list's
+    rule = StopRule(PrematureStops.MASK, TOK)
+    ids = TOK.encode(" ".join(words))
+    rows = [[2, *ids], [2, *ids[:-1], 5]] if ids else [[2]]  # BOS, then the written tokens
+    beam = torch.tensor(rows)
+    bans = rule.bans(StreamState(), beam)
+    whole = list(bans)
+    assert whole == rule.mask_bans(beam)
+    for tok in {i for i, _, _ in end_pieces(TOK)} | set(ids) | {0, 5}:
+        assert ((row, tok) in bans) == ((row, tok) in whole)
+
+
 def test_local_agreement_commits_up_to_the_word_before_the_stop() -> None:
     rule = StopRule(PrematureStops.TENTATIVE, TOK)
     hyp = TOK.encode("the dog. the cat")

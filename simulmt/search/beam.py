@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from simulmt.data.vocab import EOS_ID, NEVER
-from simulmt.search.loops import beam_bans
+from simulmt.search.loops import beam_bans, next_banned
 from simulmt.search.options import Scoring, SearchOptions, Stopping
 from simulmt.search.state import BeamState, Hypothesis
 from simulmt.search.step import StepResult
@@ -60,8 +60,6 @@ def expand(
     not come next (simulmt.search.stops). `ends`: (row, token) pairs that end the hypothesis
     as EOS would, the token left out (a re-decode of an unfinished source stops where the
     model would end the sentence, rather than being pushed past it)."""
-    if opts.loop_guard:
-        bans = [*beam_bans(beam.tokens, max_cycle=opts.loop_guard, stops=stops), *bans]
     if (
         opts.beam == 1
         and beam.size == 1
@@ -70,11 +68,17 @@ def expand(
         and (forbid is None or not bool(forbid[step.top]))
         and (0, step.top) not in bans
         and (0, step.top) not in ends
+        and not (
+            opts.loop_guard
+            and next_banned(beam.tokens[0], step.top, max_cycle=opts.loop_guard, stops=stops)
+        )
         and not opts.needs_attention
         and beam.length < max_len
-    ):  # greedy, and the best token is not EOS: the general path would keep exactly it
+    ):  # greedy, and the best token is allowed and not EOS: the general path would keep it
         _advance_one(beam, step.top, step.top_log_prob)
         return
+    if opts.loop_guard:
+        bans = [*beam_bans(beam.tokens, max_cycle=opts.loop_guard, stops=stops), *bans]
     vocab = step.log_probs.shape[1]
     penalty = _penalty(vocab, allow_eos)  # (V,) 0 or -inf: one add instead of masked writes
     if forbid is not None:

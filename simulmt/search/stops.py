@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import overload
 
 import torch
 
@@ -80,10 +81,11 @@ class StopRule:
                 return i
         return start
 
-    def bans(self, st: StreamState, tokens: torch.Tensor) -> list[tuple[int, int]]:
+    def bans(self, st: StreamState, tokens: torch.Tensor) -> Sequence[tuple[int, int]]:
         """(row, token) pairs the next step of a beam (tokens (Bm, 1 + T): BOS then written)
         may not take while the source is unfinished: with MASK, every stop piece that would end
-        the sentence; in both modes, every stop piece where one was dropped (TENTATIVE)."""
+        the sentence (`MaskBans`: worked out when first read); in both modes, every stop piece
+        where one was dropped (TENTATIVE)."""
         if not self.on:
             return []
         length = int(tokens.shape[1]) - 1
@@ -92,6 +94,10 @@ class StopRule:
             return [(row, i) for row in range(int(tokens.shape[0])) for i, _, _ in pieces]
         if self.mode is not PrematureStops.MASK:
             return []
+        return MaskBans(self, tokens)
+
+    def mask_bans(self, tokens: torch.Tensor) -> list[tuple[int, int]]:
+        """MASK's (row, token) pairs for a beam, tokens (Bm, 1 + T)."""
         out: list[tuple[int, int]] = []
         for row, tail in enumerate(tokens[:, 1:][:, -WORD_TAIL:].tolist()):
             last = tuple(tail[self._last_word(tail) :]) if tail else ()
@@ -133,3 +139,43 @@ class StopRule:
             if may_end_sentence(tok.decode(list(hyp[s:e]))):
                 return s
         return agreed
+
+
+class MaskBans(Sequence[tuple[int, int]]):
+    """`StopRule.mask_bans` of a beam, worked out when first read. Every pair's token is a
+    stop piece, so `(row, token) in bans` is False for any other token without working them
+    out: the greedy search asks only that of its best token at each step, which is rarely a
+    stop piece."""
+
+    def __init__(self, rule: StopRule, tokens: torch.Tensor) -> None:
+        self._rule = rule
+        self._tokens = tokens  # (Bm, 1 + T): a beam's tokens are replaced, never written to
+        self._pairs: list[tuple[int, int]] | None = None
+
+    @property
+    def pairs(self) -> list[tuple[int, int]]:
+        if self._pairs is None:
+            self._pairs = self._rule.mask_bans(self._tokens)
+        return self._pairs
+
+    def __contains__(self, pair: object) -> bool:
+        if isinstance(pair, tuple) and len(pair) == 2:
+            if pair[1] not in _stop_ids(self._rule.tokenizer):
+                return False
+        return pair in self.pairs
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[int, int]: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[tuple[int, int]]: ...
+    def __getitem__(self, i: int | slice) -> tuple[int, int] | Sequence[tuple[int, int]]:
+        return self.pairs[i]
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+
+@functools.lru_cache(maxsize=8)
+def _stop_ids(tokenizer: Tokenizer) -> frozenset[int]:
+    """The ids of `end_pieces`: the only tokens the rule bans."""
+    return frozenset(i for i, _, _ in end_pieces(tokenizer))
