@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 from statistics import median
+from typing import Any
 
 from simulmt.cli.options import add_search_arguments, add_session_arguments
 
@@ -269,7 +270,7 @@ def main() -> int:
     return 0
 
 
-def _skip_empty(stats: list) -> dict[str, float]:  # type: ignore[type-arg]
+def _skip_empty(stats: list[Any]) -> dict[str, float]:
     from simulmt.eval.corpus import EmptyHypothesis, LatencyConfig, corpus_latency, sentence_latency
 
     config = LatencyConfig(empty=EmptyHypothesis.SKIP)
