@@ -66,9 +66,9 @@ def test_next_banned_answers_as_beam_bans(
 ) -> None:
     # the greedy search's one-token question has the answer of the whole list, for every
     # token (4 and 5 stand for stop pieces); the written tokens end in copies of a cycle
-    tokens = torch.tensor([1, *prefix, *unit * copies])  # BOS=1, then the written tokens
+    tokens = torch.tensor([[1, *prefix, *unit * copies]])  # BOS=1, then the written tokens
     stops = frozenset({4, 5})
-    whole = beam_bans(tokens.unsqueeze(0), max_cycle=n, stops=stops)
+    whole = beam_bans(tokens, max_cycle=n, stops=stops)
     for token in range(7):
         assert next_banned(tokens, token, max_cycle=n, stops=stops) == ((0, token) in whole)
 

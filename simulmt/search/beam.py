@@ -66,14 +66,14 @@ def expand(
         and step.top is not None
         and step.top != EOS_ID
         and (forbid is None or not bool(forbid[step.top]))
+        and not opts.needs_attention
+        and beam.length < max_len
         and (0, step.top) not in bans
         and (0, step.top) not in ends
         and not (
             opts.loop_guard
-            and next_banned(beam.tokens[0], step.top, max_cycle=opts.loop_guard, stops=stops)
+            and next_banned(beam.tokens, step.top, max_cycle=opts.loop_guard, stops=stops)
         )
-        and not opts.needs_attention
-        and beam.length < max_len
     ):  # greedy, and the best token is allowed and not EOS: the general path would keep it
         _advance_one(beam, step.top, step.top_log_prob)
         return

@@ -59,11 +59,12 @@ def beam_bans(
 def next_banned(
     tokens: torch.Tensor, token: int, *, max_cycle: int, stops: frozenset[int] = frozenset()
 ) -> bool:
-    """Whether `beam_bans` bans `token` for one hypothesis, tokens (1 + T,): BOS then the
-    written tokens; the greedy search asks only this of its best token at each step. Faster
-    than all of the bans: a cycle ban is always one of the last `max_cycle` tokens written."""
+    """Whether `beam_bans` bans `token` for the first hypothesis of a beam, tokens (Bm, 1 + T):
+    BOS then the written tokens; the greedy search asks only this of its best token at each
+    step. Faster than all of the bans: a cycle ban is always one of the last `max_cycle`
+    tokens written."""
     span = (REPEATS - 1) * max_cycle
-    tail = tokens[max(1, int(tokens.shape[0]) - span) :].tolist()  # (<= span,)
+    tail = tokens[0, max(1, int(tokens.shape[1]) - span) :].tolist()  # (<= span,)
     if tail and tail[-1] in stops and token in stops:
         return True
     return token in tail[-max_cycle:] and token in cycle_bans(tail, max_cycle=max_cycle)
