@@ -42,7 +42,7 @@ test: setup-test
 
 lint: setup-test
 	$(BIN)/ruff check simulmt policies server eval tests bench
-	$(BIN)/mypy simulmt policies server eval
+	$(BIN)/mypy simulmt policies server eval bench
 
 # ---- beyond the two commands ------------------------------------------------------------
 CORPUS ?= cache/corpus

@@ -15,6 +15,7 @@ import argparse
 import time
 import warnings
 from pathlib import Path
+from typing import cast
 
 import sacrebleu
 import torch
@@ -23,15 +24,19 @@ from torch import nn
 from simulmt.data.vocab import BOS_ID
 from simulmt.engine import Engine
 from simulmt.input.words import word_ends
+from simulmt.model.transformer import SimulTransformer
 from simulmt.search.offline import greedy_decode, pad_batch
 
 NEWS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpora" / "newstest"
 
 
-def torch_dynamic(model: nn.Module) -> nn.Module:
+def torch_dynamic(model: SimulTransformer) -> SimulTransformer:
+    """A copy of `model` with PyTorch's dynamic int8 linears (the same class, its
+    `nn.Linear`s swapped)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
+        quantized = torch.ao.quantization.quantize_dynamic(model, {nn.Linear}, dtype=torch.qint8)
+    return cast(SimulTransformer, quantized)
 
 
 def main() -> None:
@@ -50,7 +55,7 @@ def main() -> None:
     tok = base.tokenizer
     srcs = [tok.encode(line) for line in src_lines]
     ends = [word_ends(s, tok.is_word_start) for s in srcs]
-    modes = {
+    modes: dict[str, SimulTransformer] = {
         "float32": base.model,
         "int8 per row (simulmt)": Engine.load(dtype="int8").model,
         "int8 per tensor (torch.ao dynamic)": torch_dynamic(base.model),
@@ -73,7 +78,7 @@ def main() -> None:
               f"{time.perf_counter() - start:.0f} |")
 
 
-def max_logit_diff(model: nn.Module, srcs: list[list[int]]) -> float:
+def max_logit_diff(model: SimulTransformer, srcs: list[list[int]]) -> float:
     """Teacher-forced logits of each sentence alone vs in one batch (a fixed 4-token prefix)."""
     prefix = (BOS_ID, 5, 6, 7)
 
