@@ -430,6 +430,35 @@ def test_cuda_asked_for_without_a_gpu_is_a_clear_error(
         Trainer(tiny_config(data_dir, tmp_path / "run", device="cuda"))
 
 
+@pytest.mark.parametrize("native", [True, False])
+def test_bf16_autocast_only_where_the_cpu_computes_in_bf16(
+    data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture, native: bool,
+) -> None:
+    """`bf16 = true` on a CPU without bf16 instructions trained ~17x slower than float32
+    (emulated); now such a CPU trains in float32 and says so. `bf16 = false` never autocasts."""
+    from simulmt.train import device, loop
+
+    monkeypatch.setattr(device, "native_precisions",
+                        lambda: ("float32", "int8", "bfloat16") if native else ("float32", "int8"))
+    autocast: list[bool] = []
+    loss_fn = loop.loss_fn
+
+    def recording(*args: object) -> torch.Tensor:
+        autocast.append(torch.is_autocast_enabled("cpu"))
+        return loss_fn(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loop, "loss_fn", recording)
+    with caplog.at_level(logging.WARNING, logger="simulmt.train.device"):
+        trainer = Trainer(tiny_config(data_dir, tmp_path / "on", max_steps=2, bf16=True))
+    trainer.run()
+    assert trainer.bf16 is native and autocast == [native, native]
+    assert ("has no bfloat16 arithmetic" in caplog.text) is not native
+    off = Trainer(tiny_config(data_dir, tmp_path / "off", max_steps=1))  # bf16 = false
+    off.run()
+    assert off.bf16 is False and autocast[-1] is False
+
+
 def test_the_loop_reads_the_loss_back_only_at_log_lines(
     data_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

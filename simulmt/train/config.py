@@ -70,8 +70,9 @@ class TrainConfig:
     threads: int = 0  # torch intra-op threads; 0 = torch's default
     # auto: cuda if available, else cpu; cuda takes this process's GPU (LOCAL_RANK under torchrun)
     device: str = "auto"
-    # bfloat16 autocast for matmuls (GPUs, AMX/AVX512-BF16 CPUs; slower on CPUs without them);
-    # fp32 master weights
+    # bfloat16 autocast for matmuls, fp32 master weights, where the device computes in bf16
+    # (GPUs, AMX/AVX512-BF16 CPUs); other CPUs would emulate it many times slower, so they train
+    # in float32 and log it (simulmt.train.device.use_bf16)
     bf16: bool = True
     # torch.compile the model for training: fewer, fused kernels (pays on GPUs, where a small
     # model's step is launch-bound); off by default because compiling takes minutes

@@ -36,6 +36,7 @@ from simulmt.train.device import (
     setup_world,
     to_device,
     tune_for,
+    use_bf16,
 )
 from simulmt.train.examples import epoch_data, tokenized, training_pairs, with_teacher_targets
 from simulmt.train.loss import smoothed_cross_entropy
@@ -76,6 +77,7 @@ class Trainer:
             torch.set_num_threads(cfg.threads)
         self.device = pick_device(cfg.device, local_rank=self.world.local_rank)
         tune_for(self.device)
+        self.bf16 = use_bf16(cfg.bf16, self.device)  # autocast where the device has bf16
         torch.manual_seed(cfg.seed)
         self.tok = Tokenizer.load(cfg.data / "spm.model")
         if self.tok.vocab_size != cfg.model.vocab_size:
@@ -119,11 +121,12 @@ class Trainer:
             if cfg.init_from is not None:
                 self._warm_start(cfg.init_from)
         log.info(
-            "model %.1fM parameters, %d training pairs in %d batches, device %s, world %d",
+            "model %.1fM parameters, %d training pairs in %d batches, device %s (%s), world %d",
             self.model.num_parameters() / 1e6,
             len(self.train),
             len(self.batches),
             self.device,
+            "bf16 autocast" if self.bf16 else "float32",
             self.world.size,
         )
 
@@ -299,7 +302,7 @@ class Trainer:
     def _update(self, batch: Batch) -> torch.Tensor:
         """One optimizer step; returns the batch's loss (detached, on the device)."""
         self.opt.zero_grad(set_to_none=True)
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             loss = loss_fn(self.ddp, batch, self.cfg.label_smoothing, self.device)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip)
