@@ -9,6 +9,7 @@ One definition serves training (`asr_rate`), the tokenizer, the segmenter and th
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -28,8 +29,11 @@ def strip_punctuation(word: str) -> str:
     return "".join(c for i, c in enumerate(word) if i in keep or not _is_punctuation(c))
 
 
+@functools.lru_cache(maxsize=1 << 18)
 def recognizer_word(word: str) -> str:
-    """One word as a recognizer writes it: lowercased, then without punctuation (maybe empty)."""
+    """One word as a recognizer writes it: lowercased, then without punctuation (maybe empty).
+    Memoised: most words repeat, and the character loop made the recognizer view of a 300k-pair
+    training corpus take 20.7 s of the GPU recipe's tokenize+build step."""
     return strip_punctuation(word.lower())
 
 
