@@ -29,7 +29,7 @@ def strip_punctuation(word: str) -> str:
     return "".join(c for i, c in enumerate(word) if i in keep or not _is_punctuation(c))
 
 
-@functools.lru_cache(maxsize=1 << 18)
+@functools.lru_cache(maxsize=1 << 16)
 def recognizer_word(word: str) -> str:
     """One word as a recognizer writes it: lowercased, then without punctuation (maybe empty).
     Memoised: most words repeat, and the character loop made the recognizer view of a 300k-pair
