@@ -160,3 +160,27 @@ def test_distilled_targets_cut_short_by_the_time_limit_still_read(tmp_path: Path
     lines = recipe.read_distill(cut, 6).split("\n")[:-1]
     assert lines[:4] == ["one", "two", "three", "four"] and len(lines) == 6
     assert all(x in ("", "five", "six") for x in lines[4:])
+
+
+class _CutOff(Exception):
+    """Stands for the run's time limit ending the process."""
+
+
+def test_a_student_cut_off_in_its_evaluation_has_returned_its_weights(
+    pack: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The weights are written before the dev-set evaluation: a GPU run killed by its time limit
+    while evaluating still brings the trained model back."""
+
+    def cut_off(*args: object, **kwargs: object) -> None:
+        raise _CutOff
+
+    monkeypatch.setattr(recipe, "evaluate", cut_off)
+    out = tmp_path / "out"
+    with pytest.raises(_CutOff):
+        recipe.main(["student", "--pack", str(pack), "--config", str(pack.parent / "tiny.toml"),
+                     "--minutes", "3", "--out", str(out), "--work", str(tmp_path / "w")])
+    assert json.loads((out / "student.json").read_text())["pieces"] == [
+        "model.pt.000", "model.pt.pieces.json"]
+    assert recipe.main(["join", str(out), "--out", str(tmp_path / "model")]) == 0
+    assert Engine.load(tmp_path / "model").info.name == "simulmt-de-en-gpu"

@@ -261,6 +261,15 @@ def run_stage(rc: RecipeConfig) -> dict[str, Any]:
                               "parameters": trainer.model.num_parameters(),
                               "config": trainer.cfg.to_dict(),
                               "throughput": throughput(trainer)}
+    if rc.stage == "student":  # the weights before the evaluation: a run cut off by its time
+        # limit during the evaluation still returns them
+        from simulmt.train.export import export
+
+        export(trainer.cfg.out, rc.work / "model", name=rc.name)
+        result["pieces"] = [p.name for p in split_file(rc.work / "model" / "model.pt", rc.out)]
+        clock.done("export")
+        result["seconds"] = clock.seconds
+        _write_json(rc.out / f"{rc.stage}.json", result)
     result["eval"] = evaluate(trainer.model, trainer.tok, corpus)
     clock.done("eval")
     result["seconds"] = clock.seconds
@@ -268,14 +277,8 @@ def run_stage(rc: RecipeConfig) -> dict[str, Any]:
     if rc.stage == "teacher":
         result["distilled"] = distill(trainer.model, trainer.tok, corpus,
                                       rc.out / f"{DISTILL_FILE}.xz", clock)
-    else:
-        from simulmt.train.export import export
-
-        export(trainer.cfg.out, rc.work / "model", name=rc.name)
-        result["pieces"] = [p.name for p in split_file(rc.work / "model" / "model.pt", rc.out)]
-        clock.done("export")
-    result["seconds"] = clock.seconds
-    _write_json(rc.out / f"{rc.stage}.json", result)
+        result["seconds"] = clock.seconds
+        _write_json(rc.out / f"{rc.stage}.json", result)
     return result
 
 
