@@ -20,7 +20,8 @@ if [[ ! -x $VENV/bin/python ]]; then
   "$PY312" -m venv "$VENV"
   "$VENV/bin/pip" install -q torch==2.11.0 sentencepiece sacrebleu numpy
 fi
-"$VENV/bin/python" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__)'
+VERSIONS=$("$VENV/bin/python" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__)')
+echo "$VERSIONS"
 rm -rf "$WORK"
 TINY=(--set model.d_model=64 --set model.n_heads=4 --set model.enc_layers=1
       --set model.dec_layers=1 --set model.d_ff=128 --set max_steps=5 --set max_tokens=2000)
@@ -31,4 +32,4 @@ OUT=$WORK/student PYTHON=$VENV/bin/python PACK=cache/corpus-pack-student \
   --work "$WORK/w-student" --minutes 3 "${TINY[@]}"
 .venv/bin/python -m simulmt.train.recipe join "$WORK/student" --out "$WORK/model"
 echo "Das ist ein Test ." | .venv/bin/simulmt translate --model "$WORK/model" > /dev/null
-echo "gpu-dryrun: teacher and student ran under $("$VENV/bin/python" -c 'import torch; print(torch.__version__)'); $WORK/model loads"
+echo "gpu-dryrun: teacher and student ran under $VERSIONS; $WORK/model loads"

@@ -89,14 +89,11 @@ def use_bf16(asked: bool, device: torch.device) -> bool:
     665 in float32 (bench/train_throughput.py), so such a CPU trains in float32, and says so."""
     if not asked:
         return False
-    if device.type == "cuda":
-        native = torch.cuda.is_bf16_supported()
-    else:
-        native = "bfloat16" in native_precisions()
+    gpu = device.type == "cuda"
+    native = torch.cuda.is_bf16_supported() if gpu else "bfloat16" in native_precisions()
     if not native:
-        log.warning("bf16 = true, but %s has no bfloat16 arithmetic (emulated, many times "
-                    "slower): training in float32", "this GPU" if device.type == "cuda" else
-                    "this CPU")
+        log.warning("bf16 = true, but this %s has no bfloat16 arithmetic (emulated, many times "
+                    "slower): training in float32", "GPU" if gpu else "CPU")
     return native
 
 

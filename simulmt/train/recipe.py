@@ -261,24 +261,25 @@ def run_stage(rc: RecipeConfig) -> dict[str, Any]:
                               "parameters": trainer.model.num_parameters(),
                               "config": trainer.cfg.to_dict(),
                               "throughput": throughput(trainer)}
-    if rc.stage == "student":  # the weights before the evaluation: a run cut off by its time
-        # limit during the evaluation still returns them
+
+    def save() -> None:  # after each step: what is done comes back even if the run is cut off
+        result["seconds"] = clock.seconds
+        _write_json(rc.out / f"{rc.stage}.json", result)
+
+    if rc.stage == "student":  # the weights before the evaluation
         from simulmt.train.export import export
 
         export(trainer.cfg.out, rc.work / "model", name=rc.name)
         result["pieces"] = [p.name for p in split_file(rc.work / "model" / "model.pt", rc.out)]
         clock.done("export")
-        result["seconds"] = clock.seconds
-        _write_json(rc.out / f"{rc.stage}.json", result)
+        save()
     result["eval"] = evaluate(trainer.model, trainer.tok, corpus)
     clock.done("eval")
-    result["seconds"] = clock.seconds
-    _write_json(rc.out / f"{rc.stage}.json", result)  # the scores come back even if cut off
+    save()
     if rc.stage == "teacher":
         result["distilled"] = distill(trainer.model, trainer.tok, corpus,
                                       rc.out / f"{DISTILL_FILE}.xz", clock)
-        result["seconds"] = clock.seconds
-        _write_json(rc.out / f"{rc.stage}.json", result)
+        save()
     return result
 
 
