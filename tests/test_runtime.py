@@ -45,7 +45,7 @@ def test_the_cli_tunes_the_allocator_per_command(
 
     monkeypatch.setattr(cli_main, "tune_allocator", record)
     monkeypatch.setattr("simulmt.model.runtime.tune_allocator", record)
-    module = importlib.import_module(cli_main.COMMANDS[argv[0]])
+    module = importlib.import_module(cli_main.COMMANDS[argv[0]].module)
     monkeypatch.setattr(module, "run", lambda args: 0)
     assert cli.main(argv) == 0
     assert calls == expected
