@@ -305,6 +305,7 @@ def _evaluate_all(
 ) -> list[PolicyResult]:
     from simulmt.eval.instances import write_run
     from simulmt.eval.loops import loop_rate
+    from simulmt.eval.run_record import run_record, write_run_record
     from simulmt.eval.runner import simulate
     from simulmt.eval.splits import split_rate
     from tqdm import tqdm
@@ -338,7 +339,11 @@ def _evaluate_all(
         )
         results.append(result)
         if args.output is not None:
-            write_run(args.output / policy_dir_name(spec), result, sim.stats, sentences)
+            folder = args.output / policy_dir_name(spec)
+            write_run(folder, result, sim.stats, sentences)
+            write_run_record(
+                folder, run_record(args, engine, run_config, policy=spec, items=len(sources))
+            )
         if (warning := degeneracy_warning(result)) is not None:
             log.warning("%s", warning)
         if result.latency.empty:

@@ -14,6 +14,8 @@ One directory per policy:
 - ``metrics.tsv``: one row of metrics per sentence (SimulEval's file name).
 - ``scores.json``: the full result record, read back by ``simulmt plot``.
 - ``config.yaml``: ``source_type``/``target_type``, so ``simuleval --score-only`` accepts the dir.
+- ``run.json`` (written beside them by ``simulmt.eval.run_record``): the model, precision,
+  options, software and machine that produced the run.
 """
 
 from __future__ import annotations

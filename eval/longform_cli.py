@@ -74,6 +74,7 @@ def run_long_form(
 ) -> list[LongFormResult]:
     """Evaluate every spec on the documents of --source/--reference; writes --output."""
     from simulmt.eval.cli import load_for_run
+    from simulmt.eval.run_record import run_record, write_run_record
     from tqdm import tqdm
 
     style = SourceStyle.ASR if args.source_view == "recognizer" else SourceStyle.TEXT
@@ -92,7 +93,10 @@ def run_long_form(
             )
         results.append(result)
         if args.output is not None:
-            write_long_form(args.output / dir_name(spec), result, docs)  # type: ignore[operator]
+            folder = args.output / dir_name(spec)  # type: ignore[operator]
+            write_long_form(folder, result, docs)
+            record = run_record(args, engine, run_config, policy=spec, items=len(documents))
+            write_run_record(folder, record)
         if result.empty:
             log.warning("%s: %d reference sentences got no hypothesis words", spec, result.empty)
     return results

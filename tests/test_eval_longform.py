@@ -291,6 +291,10 @@ def test_eval_cli_long_form(
     assert [len(r["segments"]) for r in records] == [2, 1]
     assert all(len(r["delays"]) == len(r["prediction"].split()) for r in records)
     assert json.loads((out / "wait-k_k=1" / "scores.json").read_text())["sentences"] == 3
+    record = json.loads((out / "wait-k_k=1" / "run.json").read_text())
+    assert record["model"]["name"] == "scripted" and record["test_set"]["items"] == 2
+    assert record["arguments"]["long_form"] is True
+    assert record["arguments"]["source_view"] == "recognizer"
     code = main(
         [
             "eval",

@@ -379,6 +379,17 @@ def test_eval_cli_json_output_and_plot(files: Path, tmp_path: Path) -> None:
         assert r["loops"] == loop_rate(outputs)
     assert any(r["loops"] > 0 for r in rows)  # the random tiny model's junk does loop
     assert {p.name for p in out.iterdir()} == {"full", "wait-k_k=1", "wait-k_k=3"}
+    for r in rows:  # run.json: what produced the folder, options as parsed and as resolved
+        record = json.loads((out / policy_dir_name(r["policy"]) / "run.json").read_text())
+        assert record["policy"] == r["policy"]
+        assert record["model"]["folder"] == str((files / "model").resolve())
+        assert record["precision"]["asked"] == "auto"
+        assert record["precision"]["ran"] in ("float32", "bfloat16", "int8")
+        assert record["test_set"]["items"] == 3
+        assert record["run_config"]["loop_guard"] == 0 and record["run_config"]["jobs"] == 2
+        assert record["run_config"]["scoring"] == "gnmt" and record["run_config"]["alpha"] == 1.4
+        assert record["arguments"]["speculate"] == 2 and record["arguments"]["threads"] == 1
+        assert record["software"]["torch"] and record["machine"]["cores"]
     png = tmp_path / "curve.png"
     proc = _simulmt("plot", str(out), "-o", str(png))
     assert proc.returncode == 0, proc.stderr

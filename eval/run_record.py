@@ -1,0 +1,100 @@
+"""`run.json`: what produced an evaluation folder, so that its scores can be reproduced.
+
+scores.json says what a run measured; `run.json` says with what: the model, the precision that
+actually ran (`--dtype auto` picks one by timing, so the same command can run int8 on one CPU
+and float32 on another), every option as parsed and as resolved, the test set, the software
+and the machine. `config.yaml` cannot carry this: SimulEval's `--score-only` rewrites it with
+its two keys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import enum
+import json
+import os
+import platform
+from datetime import UTC, datetime
+from pathlib import Path
+
+import sacrebleu
+import torch
+from simulmt.eval.options import RunConfig
+
+import simulmt
+from simulmt.engine import Engine, default_model_dir
+
+__all__ = ["RUN_JSON", "run_record", "write_run_record"]
+
+RUN_JSON = "run.json"
+
+
+def run_record(
+    args: argparse.Namespace, engine: Engine, config: RunConfig, *, policy: str, items: int
+) -> dict[str, object]:
+    """The record of one policy's run: `args` as the command line parsed them, `config` as
+    the run resolved them (`--input-kind auto` decided), `items` lines or documents."""
+    return {
+        "policy": policy,
+        "model": {
+            "name": engine.info.name,
+            "folder": str(Path(args.model).resolve() if args.model else default_model_dir()),
+            "parameters": engine.info.parameters,
+        },
+        "precision": {"asked": args.dtype, "ran": engine.precision},
+        "device": engine.device.type,
+        "test_set": {
+            "source": str(args.source),
+            "reference": str(args.reference),
+            "items": items,
+        },
+        "run_config": _plain(dataclasses.asdict(config)),
+        "arguments": _plain({k: v for k, v in vars(args).items() if not k.startswith("_")}),
+        "software": {
+            "simulmt": simulmt.__version__,
+            "torch": torch.__version__,
+            "sacrebleu": sacrebleu.__version__,
+            "python": platform.python_version(),
+        },
+        "machine": {
+            "cpu": _cpu_name(),
+            "capability": torch.backends.cpu.get_cpu_capability(),
+            "cores": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+        },
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def write_run_record(directory: Path, record: dict[str, object]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
+    (directory / RUN_JSON).write_text(text, encoding="utf-8")
+
+
+def _plain(value: object) -> object:
+    """`value` with enums as their values and paths as strings (JSON's types only)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, enum.Enum):
+        return _plain(value.value)
+    if isinstance(value, Path):
+        return str(value)
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
+
+
+def _cpu_name() -> str:
+    """The CPU's model name (Linux's /proc/cpuinfo; elsewhere what `platform` knows)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
