@@ -33,6 +33,7 @@ from simulmt.cli.options import (
     session_settings,
 )
 from simulmt.input.kinds import InputKind
+from simulmt.input.textcheck import read_utf8
 from simulmt.model.devices import use_device
 from simulmt.segment.views import recognizer_view
 
@@ -138,7 +139,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def read_lines(path: Path, what: str, limit: int | None) -> list[str]:
     if not path.is_file():
         raise FileNotFoundError(f"{what} file {path} not found")
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = read_utf8(path, what).splitlines()
     return lines[:limit] if limit is not None else lines
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from simulmt.input.textcheck import read_utf8
 from simulmt.segment.views import SourceStyle, apply_style
 
 __all__ = ["Document", "read_documents"]
@@ -39,9 +40,9 @@ class Document:
         return out
 
 
-def _blocks(path: Path) -> list[list[str]]:
+def _blocks(path: Path, what: str) -> list[list[str]]:
     blocks: list[list[str]] = [[]]
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in read_utf8(path, what).splitlines():
         if line.strip():
             blocks[-1].append(line.strip())
         elif blocks[-1]:
@@ -63,7 +64,7 @@ def _pairs(source: Path, reference: Path) -> list[tuple[str, list[str], list[str
             raise FileNotFoundError(f"{p} not found")
     if source.is_dir() or reference.is_dir():
         raise ValueError("give --source and --reference both as files or both as folders")
-    src, ref = _blocks(source), _blocks(reference)
+    src, ref = _blocks(source, "source"), _blocks(reference, "reference")
     if len(src) != len(ref):
         raise ValueError(
             f"{source} has {len(src)} documents (blank-line blocks), {reference} has {len(ref)}"
@@ -72,10 +73,8 @@ def _pairs(source: Path, reference: Path) -> list[tuple[str, list[str], list[str
 
 
 def _one(source: Path, reference: Path) -> tuple[list[str], list[str]]:
-    src = [line.strip() for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
-    ref = [
-        line.strip() for line in reference.read_text(encoding="utf-8").splitlines() if line.strip()
-    ]
+    src = [line.strip() for line in read_utf8(source, "source").splitlines() if line.strip()]
+    ref = [line.strip() for line in read_utf8(reference, "reference").splitlines() if line.strip()]
     return src, ref
 
 

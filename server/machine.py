@@ -36,14 +36,16 @@ from simulmt.server.protocol import (
     unknown_fields_text,
 )
 from simulmt.server.replies import (
+    bad_text_message,
     encode,
     end_message,
     error_message,
     session_message,
     update_messages,
 )
-from simulmt.server.textcheck import clean_words, scrub
 from websockets.frames import CloseCode
+
+from simulmt.input.textcheck import clean_words, scrub
 
 logger = logging.getLogger(__name__)
 
@@ -238,9 +240,9 @@ class SessionMachine:
         if self.phase is not Phase.STREAMING:  # STARTING: the connection reads nothing then
             raise ProtocolError(ErrorCode.NOT_STARTED, "wait for the `session` message")
         if isinstance(message, Source):
-            words, bad_text = clean_words(message.words)
-            if bad_text is not None:  # the rest of the message is taken
-                self._error(ErrorCode.BAD_TEXT, bad_text, fatal=False)
+            words, dropped = clean_words(message.words)
+            if dropped is not None:  # the rest of the message is taken
+                self._error(ErrorCode.BAD_TEXT, bad_text_message(dropped), fatal=False)
             check_word_lengths(words, self.config.limits)
             self._check_backlog(len(words))
             if words:

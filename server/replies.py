@@ -8,8 +8,8 @@ import json
 from simulmt.server.config import Limits
 from simulmt.server.errors import ErrorCode
 from simulmt.server.protocol import JsonDict
-from simulmt.server.textcheck import scrub
 
+from simulmt.input.textcheck import scrub
 from simulmt.output.updates import Update
 
 
@@ -69,6 +69,14 @@ def update_messages(update: Update) -> list[JsonDict]:
             }
         )
     return out
+
+
+def bad_text_message(dropped: str) -> str:
+    """The `bad_text` error's message: what `clean_words` dropped from a `source` message."""
+    return (
+        f"source.text held {dropped}, which no text may hold; they were dropped and the rest of "
+        "the message was taken (send text as valid Unicode without control characters)"
+    )
 
 
 def error_message(code: ErrorCode, message: str, *, fatal: bool) -> JsonDict:

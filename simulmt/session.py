@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -29,6 +29,7 @@ from simulmt.input.fillers import filler_ends_sentence, is_filler
 from simulmt.input.kinds import InputKind
 from simulmt.input.sentences import BoundaryDetector, Segmentation, Sentence, SentenceCutter
 from simulmt.input.stages import make_detector, make_restorer
+from simulmt.input.textcheck import BAD, describe
 from simulmt.output.display import Display
 from simulmt.output.notes import Notes
 from simulmt.output.numbers import NumberNotation
@@ -78,7 +79,15 @@ def check_words(
     """Each word's subword-token count, or InputError naming the first word a session refuses:
     one longer than `limits.max_word_chars`, or one of more tokens than a sentence may hold.
     Shared by `Session.feed` and by whoever wants to check a whole input before any model work
-    (`simulmt eval` checks every line up front, so a bad line costs no compute)."""
+    (`simulmt eval` checks every line up front, so a bad line costs no compute). Text no
+    tokenizer can take (lone surrogates, control characters: `simulmt.input.textcheck`) is
+    refused here too; the server and `simulmt translate` drop such characters before."""
+    bad = Counter(ch for w in words for ch in BAD.findall(w))
+    if bad:
+        raise InputError(
+            f"the text holds {describe(bad)}, which no text may hold (give valid Unicode "
+            "without control characters)"
+        )
     for w in words:
         if len(w) > limits.max_word_chars:
             raise InputError(

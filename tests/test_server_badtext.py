@@ -21,12 +21,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from simulmt.server.app import CaptionServer
 from simulmt.server.config import PROTOCOL, Limits, ServerConfig
-from simulmt.server.textcheck import clean_words, scrub
+from simulmt.server.replies import bad_text_message
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from simulmt.engine import Engine
 from simulmt.input.fillers import is_filler
+from simulmt.input.textcheck import clean_words, scrub
 
 START = json.dumps({"type": "start", "protocol": PROTOCOL, "policy": "wait-k:k=2"})
 END = json.dumps({"type": "end"})
@@ -169,5 +170,6 @@ def test_clean_words_and_scrub() -> None:
     assert problem is not None
     assert "2 lone surrogates" in problem and "1 control character" in problem
     assert "U+0000" in problem and "U+D800" in problem and "U+DFFF" in problem
+    assert "was taken" in bad_text_message(problem) and problem in bad_text_message(problem)
     assert clean_words(("alles", "gut")) == (("alles", "gut"), None)
     assert scrub("a\ud800b").encode("utf-8") == "a\ufffdb".encode()

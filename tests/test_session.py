@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -309,6 +310,20 @@ def test_word_over_the_token_limit_is_rejected_and_nothing_lost() -> None:
     first = s.push("Ich habe")
     with pytest.raises(InputError, match="subword tokens, more than a sentence may hold"):
         s.push("heute " + word)
+    rest = s.push("heute ein Buch gelesen .")
+    check_guarantees(first + rest, "Ich habe heute ein Buch gelesen .")
+
+
+@pytest.mark.parametrize(
+    ("bad", "named"), [("\udcff", "1 lone surrogate (U+DCFF)"), ("\x07", "U+0007")]
+)
+def test_text_no_tokenizer_takes_is_refused_and_nothing_lost(bad: str, named: str) -> None:
+    """A lone surrogate (a byte that was not UTF-8) or a control character made sentencepiece
+    raise a bare RuntimeError; now a clear InputError, and the session goes on."""
+    s = Session(ENGINE, policy="wait-k:k=1")
+    first = s.push("Ich habe")
+    with pytest.raises(InputError, match=re.escape(named)):
+        s.push(f"heute e{bad}in")
     rest = s.push("heute ein Buch gelesen .")
     check_guarantees(first + rest, "Ich habe heute ein Buch gelesen .")
 

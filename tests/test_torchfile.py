@@ -40,6 +40,16 @@ def test_each_reader_names_the_file_and_what_is_wrong(
     half.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
     with pytest.raises(error, match="half.pt is corrupt or truncated"):
         read(half)
+    noise = tmp_path / "noise.pt"  # not a torch file at all: one line, no unsafe-load advice
+    noise.write_bytes(bytes(range(256)) * 20)
+    with pytest.raises(error, match="noise.pt is corrupt or truncated") as caught:
+        read(noise)
+    assert "\n" not in str(caught.value) and "weights_only" not in str(caught.value)
+    foreign = tmp_path / "foreign.pt"  # a pickle torch's safe loader refuses
+    torch.save({"format": fmt, "object": Path("x")}, foreign)
+    with pytest.raises(error, match="foreign.pt is corrupt or truncated") as caught:
+        read(foreign)
+    assert "\n" not in str(caught.value) and "if you trust" not in str(caught.value)
     other = tmp_path / "other.pt"
     save_atomic(other, {**whole, "format": "someone-else-v1"})
     with pytest.raises(error, match=f"other.pt is not a .*format='{fmt}'"):

@@ -69,6 +69,30 @@ def test_bad_input_is_reported_and_nothing_lost(model_dir: Path) -> None:
     assert [f["source"] for f in finals] == ["Ich habe heute .", "Wo ist der Bahnhof ?"]
 
 
+@pytest.mark.parametrize("via", ["--source", "stdin"])
+def test_bytes_that_are_not_utf8_are_dropped_with_a_note(
+    model_dir: Path, tmp_path: Path, via: str
+) -> None:
+    """A byte that is not UTF-8 crashed `translate` (a traceback from a file, sentencepiece's
+    RuntimeError from stdin) and lost the rest; now it is dropped, the line named."""
+    data = "Ich habe heute .\nWo ist \xff der Bahnhof ?\nDas \x07 Ende .\n".encode("latin-1")
+    cmd = [sys.executable, "-m", "simulmt.cli", "translate", "--model", str(model_dir),
+           "--policy", "wait-k:k=1", "--jsonl"]  # fmt: skip
+    if via == "--source":
+        (tmp_path / "in.de").write_bytes(data)
+        proc = subprocess.run([*cmd, "--source", str(tmp_path / "in.de")], capture_output=True,
+                              timeout=120)  # fmt: skip
+    else:
+        proc = subprocess.run(cmd, input=data, capture_output=True, timeout=120)
+    err = proc.stderr.decode()
+    assert proc.returncode == 0, err
+    assert "line 2: dropped 1 lone surrogate (U+DCFF)" in err
+    assert "line 3: dropped 1 control character (U+0007" in err
+    lines = proc.stdout.decode().splitlines()
+    finals = [json.loads(x)["source"] for x in lines if json.loads(x)["final"]]
+    assert finals == ["Ich habe heute .", "Wo ist der Bahnhof ?", "Das Ende ."]
+
+
 def test_unknown_policy_lists_the_available_ones(model_dir: Path) -> None:
     proc = translate(model_dir, "Hallo .\n", "--policy", "wait-q:k=3")
     assert proc.returncode == 2

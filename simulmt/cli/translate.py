@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import shutil
 import sys
@@ -24,6 +25,7 @@ from simulmt.defaults import DEFAULT_POLICY
 from simulmt.engine import Engine
 from simulmt.input.kinds import InputKind
 from simulmt.input.sentences import Segmentation
+from simulmt.input.textcheck import clean_words
 from simulmt.output.updates import Update
 from simulmt.policies.base import PolicyError
 from simulmt.search.options import SearchOptions
@@ -74,14 +76,27 @@ def run(args: argparse.Namespace) -> int:
     except (PolicyError, ValueError, OSError) as e:
         print(f"simulmt translate: {e}", file=sys.stderr)
         return 2
-    source = args.source.open(encoding="utf-8") if args.source else sys.stdin
+    # bytes that are not UTF-8 arrive as lone surrogates: dropped below with a note naming the
+    # line, never a crash that loses the rest of the input
+    if args.source:
+        source: TextIO = args.source.open(encoding="utf-8", errors="surrogateescape")
+    else:
+        source = sys.stdin
+        if isinstance(source, io.TextIOWrapper):
+            source.reconfigure(errors="surrogateescape")
     view: JsonView | LiveView = JsonView(sys.stdout)
     if not args.jsonl:
         width = shutil.get_terminal_size().columns
         view = LiveView(sys.stdout, live=sys.stdout.isatty(), width=width)
     try:
         for lineno, line in enumerate(source, start=1):
-            if not line.strip():
+            words, dropped = clean_words(line.split())
+            if dropped is not None:
+                print(f"line {lineno}: dropped {dropped}, which no text may hold (bytes that "
+                      "are not UTF-8, or control characters); the rest is translated",
+                      file=sys.stderr)  # fmt: skip
+            line = " ".join(words)
+            if not line:
                 print(f"line {lineno}: empty line skipped", file=sys.stderr)
                 continue
             try:

@@ -52,10 +52,25 @@ def load_checked(
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except _READ_ERRORS as e:
-        raise error(f"{what} {path} is corrupt or truncated ({e}){tail}") from e
+        raise error(f"{what} {path} is corrupt or truncated ({_reason(e)}){tail}") from e
     if not isinstance(data, dict) or data.get("format") != fmt:
         raise error(f"{path} is not a {kind} (expected a dict with format={fmt!r}){tail}")
     for key in keys:
         if key not in data:
             raise error(f"{what} {path} has no {key!r} entry{tail}")
     return data
+
+
+def _reason(e: BaseException) -> str:
+    """torch.load's complaint in one line. For a file its safe loader refuses, torch explains
+    `weights_only` over several lines and suggests loading it unsafely; our files never need
+    that (they hold tensors and primitives only), so only the refusal's first sentence is kept,
+    e.g. "Unsupported operand 12" for random bytes."""
+    text = str(e)
+    marker = "WeightsUnpickler error:"
+    if marker in text:
+        text = text.split(marker, 1)[1]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return type(e).__name__
+    return f"{type(e).__name__}: {lines[0].split('. ', 1)[0]}"  # its first sentence

@@ -2,9 +2,12 @@
 
 A JSON string may hold any code point, lone surrogates (`"\\ud800"`) included, but such a string
 cannot be encoded as UTF-8: the tokenizer refuses it, and so does the websocket layer when it is
-echoed back. Control characters (other than whitespace, which splits words anyway) are not
-speech either. `clean_words` drops both and says what it dropped; `scrub` makes any outgoing
-text encodable, a last line of defence for echoes of client input in error messages.
+echoed back. Bytes that are not UTF-8, read with `surrogateescape`, arrive as lone surrogates
+too. Control characters (other than whitespace, which splits words anyway) are not speech
+either. `clean_words` drops both and says what it dropped (the server, `simulmt translate`);
+`check_words` of `simulmt.session` refuses them (the Python API, `simulmt eval`); `scrub` makes
+any outgoing text encodable, a last line of defence for echoes of client input in error
+messages; `read_utf8` reads a text file or says which line is not UTF-8.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 
 SURROGATES = re.compile("[\ud800-\udfff]")
 # C0 and C1 controls and DEL; the whitespace among them never reaches a word (str.split)
@@ -46,6 +50,8 @@ def clean_words(words: Sequence[str]) -> tuple[tuple[str, ...], str | None]:
 
 
 def describe(found: Counter[str]) -> str:
+    """What `found` holds, e.g. "2 lone surrogates and 1 control character (U+0000 NULL,
+    U+D800, U+DFFF)"."""
     surrogates = sum(n for ch, n in found.items() if SURROGATES.match(ch))
     controls = sum(found.values()) - surrogates
     parts = []
@@ -55,11 +61,22 @@ def describe(found: Counter[str]) -> str:
         parts.append(f"{controls} control character{'s' * (controls != 1)}")
     names = ", ".join(_name(ch) for ch in sorted(found)[:SHOWN])
     more = ", …" if len(found) > SHOWN else ""
-    return (
-        f"source.text held {' and '.join(parts)} ({names}{more}), which no text may hold; "
-        "they were dropped and the rest of the message was taken (send text as valid Unicode "
-        "without control characters)"
-    )
+    return f"{' and '.join(parts)} ({names}{more})"
+
+
+def read_utf8(path: Path, what: str) -> str:
+    """The text of `path`, or ValueError naming the line that is not UTF-8 (a file's bytes are
+    never guessed at: a test set read wrongly would be scored wrongly)."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ValueError(
+            f"{what} file {path} line {line} is not UTF-8 text (byte 0x{data[e.start]:02x} at "
+            f"byte {column} of the line): save it as UTF-8"
+        ) from None
 
 
 def _name(ch: str) -> str:
