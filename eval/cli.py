@@ -143,6 +143,19 @@ def read_lines(path: Path, what: str, limit: int | None) -> list[str]:
     return lines[:limit] if limit is not None else lines
 
 
+def check_output_dir(path: Path) -> None:
+    """Create `path` and check that files can be written in it, or ValueError saying why."""
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"--output {path} is a file: give a folder (made if missing)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".simulmt-write-check"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise ValueError(f"--output {path}: cannot write there ({e.strerror or e})") from None
+
+
 def policy_dir_name(spec: str) -> str:
     """A folder name for a spec: wait-k:k=3 -> wait-k_k=3 (only [A-Za-z0-9._=-] kept)."""
     return re.sub(r"[^A-Za-z0-9._=-]+", "_", spec.replace(":", "_")).strip("_")
@@ -179,6 +192,8 @@ def run(args: argparse.Namespace) -> int:
             empty=EmptyHypothesis(args.empty),
             rate=args.rate,
         )
+        if args.output is not None:  # before any model work: a typo must not cost the run
+            check_output_dir(args.output)
         if args.long_form:
             return _run_long_form(args, specs, latency_config)
         sources = read_lines(args.source, "source", args.limit)

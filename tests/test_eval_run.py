@@ -405,6 +405,12 @@ def test_eval_cli_errors(files: Path) -> None:
     proc = _simulmt("eval", "--policy", "full", "--source", "missing.txt",
                     "--reference", str(files / "ref.txt"))  # fmt: skip
     assert proc.returncode == 2 and "missing.txt" in proc.stderr
+    taken = files / "src.txt"  # an --output that cannot be written fails before any model work
+    proc = _simulmt("eval", "--policy", "full", *common, "--output", str(taken))
+    assert proc.returncode == 2 and f"--output {taken} is a file" in proc.stderr
+    proc = _simulmt("eval", "--policy", "full", *common, "--output", str(taken / "sub"))
+    assert proc.returncode == 2 and "cannot write there (Not a directory)" in proc.stderr
+    assert "loaded" not in proc.stderr
 
 
 @pytest.mark.parametrize("policy", ["wait-k:k=2", "alignatt:f=1"])
