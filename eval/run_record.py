@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import enum
+import hashlib
 import json
 import os
 import platform
@@ -45,8 +46,10 @@ def run_record(
         "precision": {"asked": args.dtype, "ran": engine.precision},
         "device": engine.device.type,
         "test_set": {
-            "source": str(args.source),
-            "reference": str(args.reference),
+            "source": str(Path(args.source).resolve()),
+            "source_sha256": _sha256(Path(args.source)),
+            "reference": str(Path(args.reference).resolve()),
+            "reference_sha256": _sha256(Path(args.reference)),
             "items": items,
         },
         "run_config": _plain(dataclasses.asdict(config)),
@@ -86,6 +89,13 @@ def _plain(value: object) -> object:
     if value is None or isinstance(value, bool | int | float | str):
         return value
     return str(value)
+
+
+def _sha256(path: Path) -> str | None:
+    """The file's SHA-256 (which test set exactly); None for a folder of documents."""
+    if not path.is_file():
+        return None
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _cpu_name() -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import subprocess
 import sys
@@ -386,6 +387,8 @@ def test_eval_cli_json_output_and_plot(files: Path, tmp_path: Path) -> None:
         assert record["precision"]["asked"] == "auto"
         assert record["precision"]["ran"] in ("float32", "bfloat16", "int8")
         assert record["test_set"]["items"] == 3
+        digest = hashlib.sha256((files / "src.txt").read_bytes()).hexdigest()
+        assert record["test_set"]["source_sha256"] == digest
         assert record["run_config"]["loop_guard"] == 0 and record["run_config"]["jobs"] == 2
         assert record["run_config"]["scoring"] == "gnmt" and record["run_config"]["alpha"] == 1.4
         assert record["arguments"]["speculate"] == 2 and record["arguments"]["threads"] == 1

@@ -22,7 +22,7 @@ SURROGATES = re.compile("[\ud800-\udfff]")
 # C0 and C1 controls and DEL; the whitespace among them never reaches a word (str.split)
 CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
 BAD = re.compile("[\ud800-\udfff\x00-\x1f\x7f-\x9f]")
-SHOWN = 5  # distinct code points named in a `bad_text` message
+SHOWN = 5  # distinct code points `describe` names
 
 
 def scrub(text: str) -> str:
@@ -32,7 +32,7 @@ def scrub(text: str) -> str:
 
 def clean_words(words: Sequence[str]) -> tuple[tuple[str, ...], str | None]:
     """The words without lone surrogates and control characters (a word left empty is dropped),
-    and a message naming what was dropped, or None when nothing was."""
+    and what was dropped (`describe`), or None when nothing was."""
     found: Counter[str] = Counter()
     out: list[str] = []
     for word in words:
