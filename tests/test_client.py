@@ -174,6 +174,33 @@ async def test_client_cli_streams_and_writes_valid_captions(tmp_path: Path) -> N
     assert starts == sorted(starts)
 
 
+async def test_client_drops_bytes_that_are_not_utf8_and_sends_the_rest(tmp_path: Path) -> None:
+    """Sent as they were, such bytes hung the client (a file) or crashed it (stdin)."""
+    data = "ich habe heute .\nwir \xff gehen .\ndas \x07 Ende .\n".encode("latin-1")
+    (tmp_path / "talk.txt").write_bytes(data)
+    server = CaptionServer(ServerConfig(port=0), load=engine, model_name="tiny")
+    await server.start()
+    await server.wait_ready()
+    try:
+        url = f"ws://127.0.0.1:{server.port}/ws"
+        runs = []
+        for source, stdin in ((str(tmp_path / "talk.txt"), None), ("-", data)):
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "simulmt.cli", "client", source, "--url", url,
+                "--policy", "wait-k:k=2",
+                stdin=asyncio.subprocess.PIPE if stdin else None,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            runs.append((proc, *await asyncio.wait_for(proc.communicate(stdin), timeout=120)))
+    finally:
+        await server.stop()
+    for proc, out, err in runs:
+        assert proc.returncode == 0, err.decode()
+        assert "line 2: dropped 1 lone surrogate (U+DCFF)" in err.decode()
+        assert "line 3: dropped 1 control character (U+0007" in err.decode()
+        assert len(out.decode().splitlines()) == 3  # one final per sentence, none lost
+
+
 def test_client_cli_refuses_bad_arguments(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import os
 import shutil
 import sys
@@ -22,6 +23,7 @@ from simulmt.cli.liveview import LiveView
 from simulmt.cli.options import add_beam_arguments, add_policy_argument, add_session_arguments
 from simulmt.client.stream import StartOptions, StreamLog, run_stream
 from simulmt.client.subtitles import build_cues, to_srt, to_webvtt
+from simulmt.input.textcheck import clean_words
 from simulmt.server.auth import read_token_file
 
 DEFAULT_URL = "ws://127.0.0.1:8765/ws"
@@ -50,14 +52,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def _stdin_words() -> AsyncIterator[str]:
+    if isinstance(sys.stdin, io.TextIOWrapper):  # bytes that are not UTF-8: see `_clean`
+        sys.stdin.reconfigure(errors="surrogateescape")
+    lineno = 0
     while line := await asyncio.to_thread(sys.stdin.readline):
-        for word in line.split():
+        lineno += 1
+        for word in _clean(line, f"stdin line {lineno}"):
             yield word
 
 
 async def _file_words(path: Path) -> AsyncIterator[str]:
-    for word in path.read_text(encoding="utf-8").split():
-        yield word
+    text = path.read_text(encoding="utf-8", errors="surrogateescape")
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        for word in _clean(line, f"{path} line {lineno}"):
+            yield word
+
+
+def _clean(line: str, where: str) -> tuple[str, ...]:
+    """The line's words without what no text may hold (bytes that are not UTF-8, read as lone
+    surrogates, and control characters), with a note naming the line: sent as they were, they
+    made the client fail (a file's stream hung, stdin's raised UnicodeEncodeError)."""
+    words, dropped = clean_words(line.split())
+    if dropped is not None:
+        print(f"simulmt client: {where}: dropped {dropped}, which no text may hold (bytes "
+              "that are not UTF-8, or control characters); the rest is sent",
+              file=sys.stderr)  # fmt: skip
+    return words
 
 
 def _words(source: str, rate: float) -> AsyncIterator[str]:
