@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from simulmt.cli import main
-from simulmt.data.pack import PACK_FILE, PackError, read_manifest, unpack_corpus
+from simulmt.data.pack import (
+    PACK_FILE,
+    PackConfig,
+    PackError,
+    pack_corpus,
+    read_manifest,
+    unpack_corpus,
+)
 from simulmt.data.tokenizer import train_tokenizer
 from simulmt.train.tiny import tiny_pairs as _tiny_pairs
 
@@ -72,3 +79,5 @@ def test_a_damaged_or_foreign_pack_is_refused(tmp_path: Path) -> None:
     assert main(["data", "unpack", str(tmp_path), "--out", str(tmp_path / "x")]) == 2
     (corpus / "spm.model").unlink()
     assert main(["data", "pack", "--data", str(corpus), "--out", str(tmp_path / "p2")]) == 2
+    with pytest.raises(PackError, match="no corpus folder .*nowhere: give --data the folder"):
+        pack_corpus(PackConfig(corpus=tmp_path / "nowhere", out=tmp_path / "p3"))

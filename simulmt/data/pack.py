@@ -122,6 +122,9 @@ def _sources(config: PackConfig) -> dict[str, Path]:
     """File name in the pack -> the file it is read from."""
     found: dict[str, Path] = {}
     suffixes = {*config.langs, LABELS}
+    if not config.corpus.is_dir():
+        raise PackError(f"no corpus folder {config.corpus}: give --data the folder `simulmt data "
+                        "build` wrote")
     for path in sorted(config.corpus.iterdir()):
         if path.name in config.skip:
             continue
