@@ -321,12 +321,13 @@ def _evaluate_all(
 ) -> list[PolicyResult]:
     from simulmt.eval.instances import write_run
     from simulmt.eval.loops import loop_rate
-    from simulmt.eval.run_record import run_record, write_run_record
+    from simulmt.eval.run_record import run_context, write_run_record
     from simulmt.eval.runner import simulate
     from simulmt.eval.splits import split_rate
     from tqdm import tqdm
 
     engine, run_config = load_for_run(args, specs)
+    context = run_context(args, engine, run_config, items=len(sources))
     results = []
     for spec in specs:
         with tqdm(total=len(sources), desc=spec, unit="sent", disable=args.no_progress) as bar:
@@ -357,9 +358,7 @@ def _evaluate_all(
         if args.output is not None:
             folder = args.output / policy_dir_name(spec)
             write_run(folder, result, sim.stats, sentences)
-            write_run_record(
-                folder, run_record(args, engine, run_config, policy=spec, items=len(sources))
-            )
+            write_run_record(folder, context, policy=spec)
         if (warning := degeneracy_warning(result)) is not None:
             log.warning("%s", warning)
         if result.latency.empty:

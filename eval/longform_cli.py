@@ -74,12 +74,13 @@ def run_long_form(
 ) -> list[LongFormResult]:
     """Evaluate every spec on the documents of --source/--reference; writes --output."""
     from simulmt.eval.cli import load_for_run
-    from simulmt.eval.run_record import run_record, write_run_record
+    from simulmt.eval.run_record import run_context, write_run_record
     from tqdm import tqdm
 
     style = SourceStyle.ASR if args.source_view == "recognizer" else SourceStyle.TEXT
     documents = read_documents(args.source, args.reference, style=style, limit=args.limit)
     engine, run_config = load_for_run(args, specs)
+    context = run_context(args, engine, run_config, items=len(documents))
     results = []
     for spec in specs:
         with tqdm(total=len(documents), desc=spec, unit="doc", disable=args.no_progress) as bar:
@@ -95,8 +96,7 @@ def run_long_form(
         if args.output is not None:
             folder = args.output / dir_name(spec)  # type: ignore[operator]
             write_long_form(folder, result, docs)
-            record = run_record(args, engine, run_config, policy=spec, items=len(documents))
-            write_run_record(folder, record)
+            write_run_record(folder, context, policy=spec)
         if result.empty:
             log.warning("%s: %d reference sentences got no hypothesis words", spec, result.empty)
     return results

@@ -26,18 +26,18 @@ from simulmt.eval.options import RunConfig
 import simulmt
 from simulmt.engine import Engine, default_model_dir
 
-__all__ = ["RUN_JSON", "run_record", "write_run_record"]
+__all__ = ["RUN_JSON", "run_context", "write_run_record"]
 
 RUN_JSON = "run.json"
 
 
-def run_record(
-    args: argparse.Namespace, engine: Engine, config: RunConfig, *, policy: str, items: int
+def run_context(
+    args: argparse.Namespace, engine: Engine, config: RunConfig, *, items: int
 ) -> dict[str, object]:
-    """The record of one policy's run: `args` as the command line parsed them, `config` as
-    the run resolved them (`--input-kind auto` decided), `items` lines or documents."""
+    """What every policy of one evaluation shares (worked out once: the test set is hashed
+    once, not per policy of a sweep): `args` as the command line parsed them, `config` as the
+    run resolved them (`--input-kind auto` decided), `items` lines or documents."""
     return {
-        "policy": policy,
         "model": {
             "name": engine.info.name,
             "folder": str(Path(args.model).resolve() if args.model else default_model_dir()),
@@ -66,12 +66,18 @@ def run_record(
             "cores": os.cpu_count(),
             "torch_threads": torch.get_num_threads(),
         },
-        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
     }
 
 
-def write_run_record(directory: Path, record: dict[str, object]) -> None:
+def write_run_record(directory: Path, context: dict[str, object], *, policy: str) -> None:
+    """`run.json` of one policy's folder: `context` (`run_context`) with the policy and when
+    its run finished."""
     directory.mkdir(parents=True, exist_ok=True)
+    record = {
+        "policy": policy,
+        **context,
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
     text = json.dumps(record, indent=2, ensure_ascii=False) + "\n"
     (directory / RUN_JSON).write_text(text, encoding="utf-8")
 

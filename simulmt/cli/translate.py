@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import shutil
 import sys
@@ -25,7 +24,7 @@ from simulmt.defaults import DEFAULT_POLICY
 from simulmt.engine import Engine
 from simulmt.input.kinds import InputKind
 from simulmt.input.sentences import Segmentation
-from simulmt.input.textcheck import clean_words
+from simulmt.input.textcheck import clean_words, dropped_note, tolerate_bad_bytes
 from simulmt.output.updates import Update
 from simulmt.policies.base import PolicyError
 from simulmt.search.options import SearchOptions
@@ -82,8 +81,7 @@ def run(args: argparse.Namespace) -> int:
         source: TextIO = args.source.open(encoding="utf-8", errors="surrogateescape")
     else:
         source = sys.stdin
-        if isinstance(source, io.TextIOWrapper):
-            source.reconfigure(errors="surrogateescape")
+        tolerate_bad_bytes(source)
     view: JsonView | LiveView = JsonView(sys.stdout)
     if not args.jsonl:
         width = shutil.get_terminal_size().columns
@@ -92,9 +90,8 @@ def run(args: argparse.Namespace) -> int:
         for lineno, line in enumerate(source, start=1):
             words, dropped = clean_words(line.split())
             if dropped is not None:
-                print(f"line {lineno}: dropped {dropped}, which no text may hold (bytes that "
-                      "are not UTF-8, or control characters); the rest is translated",
-                      file=sys.stderr)  # fmt: skip
+                print(f"line {lineno}: {dropped_note(dropped, rest='translated')}",
+                      file=sys.stderr)
             line = " ".join(words)
             if not line:
                 print(f"line {lineno}: empty line skipped", file=sys.stderr)

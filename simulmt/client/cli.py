@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import io
 import os
 import shutil
 import sys
@@ -23,7 +22,7 @@ from simulmt.cli.liveview import LiveView
 from simulmt.cli.options import add_beam_arguments, add_policy_argument, add_session_arguments
 from simulmt.client.stream import StartOptions, StreamLog, run_stream
 from simulmt.client.subtitles import build_cues, to_srt, to_webvtt
-from simulmt.input.textcheck import clean_words
+from simulmt.input.textcheck import clean_words, dropped_note, tolerate_bad_bytes
 from simulmt.server.auth import read_token_file
 
 DEFAULT_URL = "ws://127.0.0.1:8765/ws"
@@ -52,8 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def _stdin_words() -> AsyncIterator[str]:
-    if isinstance(sys.stdin, io.TextIOWrapper):  # bytes that are not UTF-8: see `_clean`
-        sys.stdin.reconfigure(errors="surrogateescape")
+    tolerate_bad_bytes(sys.stdin)  # bytes that are not UTF-8: see `_clean`
     lineno = 0
     while line := await asyncio.to_thread(sys.stdin.readline):
         lineno += 1
@@ -74,9 +72,7 @@ def _clean(line: str, where: str) -> tuple[str, ...]:
     made the client fail (a file's stream hung, stdin's raised UnicodeEncodeError)."""
     words, dropped = clean_words(line.split())
     if dropped is not None:
-        print(f"simulmt client: {where}: dropped {dropped}, which no text may hold (bytes "
-              "that are not UTF-8, or control characters); the rest is sent",
-              file=sys.stderr)  # fmt: skip
+        print(f"simulmt client: {where}: {dropped_note(dropped, rest='sent')}", file=sys.stderr)
     return words
 
 

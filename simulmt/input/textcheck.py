@@ -12,11 +12,13 @@ messages; `read_utf8` reads a text file or says which line is not UTF-8.
 
 from __future__ import annotations
 
+import io
 import re
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TextIO
 
 SURROGATES = re.compile("[\ud800-\udfff]")
 # C0 and C1 controls and DEL; the whitespace among them never reaches a word (str.split)
@@ -62,6 +64,21 @@ def describe(found: Counter[str]) -> str:
     names = ", ".join(_name(ch) for ch in sorted(found)[:SHOWN])
     more = ", …" if len(found) > SHOWN else ""
     return f"{' and '.join(parts)} ({names}{more})"
+
+
+def dropped_note(dropped: str, *, rest: str) -> str:
+    """A command line's note on what `clean_words` dropped from one line of its input."""
+    return (
+        f"dropped {dropped}, which no text may hold (bytes that are not UTF-8, or control "
+        f"characters); the rest is {rest}"
+    )
+
+
+def tolerate_bad_bytes(stream: TextIO) -> None:
+    """Make `stream` (stdin) read bytes that are not UTF-8 as lone surrogates, which
+    `clean_words` then drops, instead of raising mid-input."""
+    if isinstance(stream, io.TextIOWrapper):
+        stream.reconfigure(errors="surrogateescape")
 
 
 def read_utf8(path: Path, what: str) -> str:
