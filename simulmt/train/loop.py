@@ -31,6 +31,7 @@ from simulmt.train.batches import Batch, Example, collate
 from simulmt.train.config import TrainConfig
 from simulmt.train.device import (
     agree,
+    leave_world,
     make_optimizer,
     pick_device,
     setup_world,
@@ -242,8 +243,11 @@ class Trainer:
     def run(self) -> Progress:
         """Train until max_steps, the time budget, or SIGTERM/SIGINT (which save first)."""
         stop = StopFlag()
-        with stop.installed():
-            return self._run(stop)
+        try:
+            with stop.installed():
+                return self._run(stop)
+        finally:
+            leave_world(self.world)
 
     def _run(self, stop: StopFlag) -> Progress:
         cfg, p, world = self.cfg, self.progress, self.world
