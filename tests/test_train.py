@@ -408,6 +408,21 @@ def test_ddp_two_processes(data_dir: Path, tmp_path: Path) -> None:
     assert len([line for line in proc.stderr.splitlines() if "step 2: loss" in line]) == 1
 
 
+def test_a_rank_ends_with_its_code_and_loses_no_output() -> None:
+    """`end_rank` skips the interpreter's teardown (where a gloo rank aborted now and then);
+    what the rank printed or logged, still in buffers when it ends, must come out."""
+    code = ("import logging, sys; from simulmt.train.device import end_rank; "
+            "logging.basicConfig(stream=sys.stderr, format='%(message)s'); "
+            "print('stopped at step 4', end=''); logging.warning('logged last'); "
+            "sys.stderr.write('unflushed'); end_rank(3)")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # pipes buffer
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert proc.returncode == 3
+    assert proc.stdout == "stopped at step 4"
+    assert proc.stderr == "logged last\nunflushed"
+
+
 def _rank_logs(folder: Path) -> str:
     """The end of every rank's stderr that torchrun's `--tee` kept: a rank that dies shows its
     own error, not only torchrun's summary (the test failed once so, cause unknown)."""

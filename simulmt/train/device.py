@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NoReturn
 
 import torch
 import torch.distributed as dist
@@ -17,8 +19,8 @@ from simulmt.train.batches import Batch
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DeviceError", "World", "agree", "leave_world", "make_optimizer", "pick_device",
-           "setup_world", "to_device", "tune_for", "use_bf16"]
+__all__ = ["DeviceError", "World", "agree", "end_rank", "leave_world", "make_optimizer",
+           "pick_device", "setup_world", "to_device", "tune_for", "use_bf16"]
 
 
 @dataclass(frozen=True)
@@ -53,11 +55,22 @@ def setup_world(device_name: str) -> World:
 
 
 def leave_world(world: World) -> None:
-    """Leave the process group `setup_world` joined. A gloo rank that exits still in it can
-    abort at interpreter exit ("terminate called without an active exception", SIGABRT) after
-    training finished: `test_ddp_two_processes` failed so now and then under `pytest -n 2`."""
+    """Leave the process group `setup_world` joined (torch asks every rank to, so that none
+    blocks the others' teardown). It does not end gloo's threads after DDP: see `end_rank`."""
     if world.size > 1 and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def end_rank(code: int) -> NoReturn:
+    """End a rank of a `torchrun` launch without the interpreter's teardown. In torch 2.13 a
+    DistributedDataParallel, even deleted, keeps its process group alive in C++, so gloo's
+    threads outlive `destroy_process_group`; a rank that then tears the interpreter down
+    aborts now and then ("terminate called without an active exception", SIGABRT), failing a
+    run that finished and saved. Everything is flushed first: nothing written is lost."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)
 
 
 def agree(flag: bool, *, world: World, device: torch.device) -> bool:
