@@ -200,6 +200,11 @@ def run(args: argparse.Namespace) -> int:
         if args.source_view == InputKind.RECOGNIZER.value:
             sources = [recognizer_view(s) for s in sources]
         references = read_lines(args.reference, "reference", args.limit)
+        if len(references) != len(sources):  # before the model loads
+            raise ValueError(
+                f"--source {args.source} has {len(sources)} lines but --reference "
+                f"{args.reference} has {len(references)}: give one reference line per source line"
+            )
         labels = read_lines(args.groups, "groups", args.limit) if args.groups else None
         if labels is not None and len(labels) != len(sources):
             raise ValueError(f"--groups has {len(labels)} lines, the source {len(sources)}")

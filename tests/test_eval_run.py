@@ -414,6 +414,13 @@ def test_eval_cli_errors(files: Path) -> None:
     proc = _simulmt("eval", "--policy", "full", *common, "--output", str(taken / "sub"))
     assert proc.returncode == 2 and "cannot write there (Not a directory)" in proc.stderr
     assert "loaded" not in proc.stderr
+    short = files / "short_ref.txt"  # one line short: said before the model loads
+    short.write_text("\n".join(files.joinpath("ref.txt").read_text().splitlines()[:-1]) + "\n")
+    proc = _simulmt("eval", "--policy", "full", "--source", str(files / "src.txt"),
+                    "--reference", str(short))  # fmt: skip
+    assert proc.returncode == 2 and f"--reference {short} has" in proc.stderr
+    assert "one reference line per source line" in proc.stderr
+    assert "loaded" not in proc.stderr
 
 
 @pytest.mark.parametrize("policy", ["wait-k:k=2", "alignatt:f=1"])

@@ -165,7 +165,11 @@ def test_the_calibrate_command_refuses_bad_input(
     assert main(["calibrate", "--model", str(folder), "--source", str(empty)]) == 2
     assert "has no non-empty line" in capsys.readouterr().err
     assert main(["calibrate", "--model", str(folder), "--source", str(tmp_path / "none.de")]) == 2
-    assert "none.de" in capsys.readouterr().err
+    assert f"--source {tmp_path / 'none.de'} is not a file" in capsys.readouterr().err
+    latin1 = tmp_path / "latin1.de"
+    latin1.write_bytes("Grüße\n".encode("latin-1"))
+    assert main(["calibrate", "--model", str(folder), "--source", str(latin1)]) == 2
+    assert "line 1 is not UTF-8 text" in capsys.readouterr().err
     assert main(["calibrate", "--model", str(folder), "--source", str(empty),
                  "--policy", "nope"]) == 2  # fmt: skip
     assert "nope" in capsys.readouterr().err

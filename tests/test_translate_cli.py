@@ -93,6 +93,13 @@ def test_bytes_that_are_not_utf8_are_dropped_with_a_note(
     assert finals == ["Ich habe heute .", "Wo ist der Bahnhof ?", "Das Ende ."]
 
 
+@pytest.mark.parametrize("rate", ["-1", "nan"])
+def test_a_rate_below_zero_is_refused(model_dir: Path, rate: str) -> None:
+    proc = translate(model_dir, "Hallo Welt .\n", "--rate", rate)
+    assert proc.returncode == 2
+    assert "--rate must be >= 0 words per second" in proc.stderr and proc.stdout == ""
+
+
 def test_unknown_policy_lists_the_available_ones(model_dir: Path) -> None:
     proc = translate(model_dir, "Hallo .\n", "--policy", "wait-q:k=3")
     assert proc.returncode == 2

@@ -43,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
 
     from simulmt.engine import Engine, default_model_dir
     from simulmt.eval.runner import RunConfig, simulate
+    from simulmt.input.textcheck import read_utf8
     from simulmt.model.calibration import RANGES_FILE, collect_ranges, save_ranges
     from simulmt.model.transformer import SimulTransformer
     from simulmt.policies.base import PolicyError
@@ -53,7 +54,11 @@ def run(args: argparse.Namespace) -> int:
         if args.lines < 1:
             raise ValueError(f"--lines must be >= 1, got {args.lines}")
         load_policy(args.policy)
-        lines = [ln for ln in args.source.read_text(encoding="utf-8").splitlines() if ln.split()]
+        if not args.source.is_file():
+            raise ValueError(f"--source {args.source} is not a file: give German text, one "
+                             "sentence a line")
+        text = read_utf8(args.source, "--source")
+        lines = [ln for ln in text.splitlines() if ln.split()]
         lines = lines[: args.lines]
         if not lines:
             raise ValueError(f"{args.source} has no non-empty line to translate")

@@ -63,6 +63,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.rate >= 0:  # NaN too
+        print(f"simulmt translate: --rate must be >= 0 words per second (0: as fast as possible), "
+              f"got {args.rate}", file=sys.stderr)
+        return 2
     import torch
 
     torch.set_num_threads(max(1, args.threads))

@@ -119,8 +119,9 @@ def run(args: argparse.Namespace) -> int:
     if args.file != "-" and not Path(args.file).is_file():
         print(f"simulmt client: no such file: {args.file}", file=sys.stderr)
         return 2
-    if args.rate < 0:
-        print("simulmt client: --rate must be >= 0 words per second", file=sys.stderr)
+    if not args.rate >= 0:  # NaN too
+        print(f"simulmt client: --rate must be >= 0 words per second (0: as fast as possible), "
+              f"got {args.rate}", file=sys.stderr)
         return 2
     try:
         token = read_token_file(args.token_file) if args.token_file else args.token or None
