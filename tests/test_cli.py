@@ -68,6 +68,17 @@ def test_client_starts_without_torch_and_other_commands() -> None:
     assert imported == {"simulmt.client.cli"}
 
 
+def test_version_names_simulmt_and_torch_without_importing_them() -> None:
+    from importlib import metadata
+
+    import simulmt
+
+    rc, out, imported = _imports_after(["--version"])
+    assert rc == 0 and imported == set()
+    assert out.startswith(f"simulmt {simulmt.__version__} (torch {metadata.version('torch')}, ")
+    assert metadata.version("simulmt") == simulmt.__version__  # the package's own metadata
+
+
 def test_a_command_gets_its_own_options() -> None:
     rc, out, imported = _imports_after(["policies", "--help"])
     assert rc == 0 and "usage: simulmt policies" in out and "--json" in out

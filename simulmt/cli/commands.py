@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import platform
 import sys
 from dataclasses import dataclass
+from importlib import metadata
 
+from simulmt import __version__
 from simulmt.model.runtime import tune_allocator, tune_allocator_for_training
 
 
@@ -104,10 +107,21 @@ def chosen_command(argv: list[str]) -> str | None:
     return None
 
 
+def version_line() -> str:
+    """simulmt's version and the torch it runs on (a model's outputs are bit-exact only within
+    one torch), read without importing torch."""
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = "not installed"
+    return f"simulmt {__version__} (torch {torch_version}, Python {platform.python_version()})"
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="simulmt", description=__doc__)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=version_line())
     sub = parser.add_subparsers(dest="command", required=True)
     chosen = chosen_command(argv)
     for name, command in COMMANDS.items():
