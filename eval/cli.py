@@ -23,10 +23,12 @@ from simulmt.eval.options import RunConfig
 from simulmt.eval.quality import QualityScores, corpus_quality, quality_from_statistics
 from simulmt.eval.report import PolicyResult, degeneracy_warning, format_table
 from simulmt.eval.sweep import expand_sweep
+from simulmt.policies.files import load_policy_files
 
 from simulmt.cli.options import (
     add_deprecated,
     add_device_argument,
+    add_policy_file_argument,
     add_search_arguments,
     add_session_arguments,
     search_settings,
@@ -59,6 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SWEEP",
         help="several specs at once, e.g. 'wait-k:k=1,3,5,7,9' (repeatable)",
     )
+    add_policy_file_argument(parser)
     a("--source", type=Path, required=True, help="source sentences, one per line")
     a("--reference", type=Path, required=True, help="reference translations, one per line")
     add_search_arguments(parser)  # beam, scoring, speculation, guards, dtype
@@ -186,6 +189,7 @@ def _specs(args: argparse.Namespace) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     try:
         _check_counts(args)
+        load_policy_files(args.policy_file)
         specs = _specs(args)
         latency_config = LatencyConfig(
             target_length=TargetLength.HYPOTHESIS if args.hyp_len else TargetLength.REFERENCE,

@@ -31,10 +31,12 @@ from simuleval.agents.states import AgentStates
 from simuleval.utils import entrypoint
 from simulmt.eval.options import RunConfig
 from simulmt.eval.runner import open_session
+from simulmt.policies.files import load_policy_files
 from simulmt.policies.registry import load_policy
 
 from simulmt.cli.options import (
     add_policy_argument,
+    add_policy_file_argument,
     add_search_arguments,
     add_session_arguments,
     search_settings,
@@ -52,6 +54,7 @@ class SimulmtAgent(TextToTextAgent):
     """Streams SimulEval's source words into a `Session` and hands back its committed words."""
 
     def __init__(self, args: argparse.Namespace) -> None:
+        load_policy_files(args.policy_file)
         load_policy(args.policy)  # a bad spec fails here with the accepted grammar
         self.policy_spec: str = args.policy
         self.config = RunConfig(**search_settings(args), **session_settings(args))
@@ -63,6 +66,7 @@ class SimulmtAgent(TextToTextAgent):
     @staticmethod
     def add_args(parser: argparse.ArgumentParser) -> None:
         add_policy_argument(parser, default=DEFAULT_POLICY)
+        add_policy_file_argument(parser)
         parser.add_argument("--model", default=None, help="simulmt model folder (default bundled)")
         add_search_arguments(parser, dtype_flag="--precision")  # SimulEval owns --dtype
         add_session_arguments(parser, old_spellings=False)  # as `simulmt eval` opens sessions

@@ -7,17 +7,26 @@ import json
 import sys
 
 from simulmt.policies.base import PolicyError
+from simulmt.policies.files import load_policy_files
 from simulmt.policies.registry import available, describe, info
+
+from simulmt.cli.options import add_policy_file_argument
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", nargs="?", help="show only this policy")
+    add_policy_file_argument(parser)
     parser.add_argument("--json", action="store_true",
                         help="print a JSON list of {name, description, class, needs, mode, "
                              "arguments: [{name, type, required, default, help}]}")
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        load_policy_files(args.policy_file)
+    except PolicyError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     names = list(available())
     if args.name is not None:
         try:

@@ -21,8 +21,9 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib.metadata
+import inspect
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -47,6 +48,9 @@ def _problem(name: str, obj: object) -> str | None:
         return f"it is a {type(obj).__name__}, not a class"
     if not callable(getattr(obj, "decide", None)):
         return "it has no decide(obs) method"
+    if inspect.isabstract(obj):  # it could not be built from a spec
+        missing = ", ".join(sorted(getattr(obj, "__abstractmethods__", ())))
+        return f"it leaves abstract methods unimplemented ({missing})"
     if not callable(getattr(obj, "spec", None)):
         return "it has no spec() method (subclass simulmt.policies.BasePolicy)"
     if getattr(obj, "name", None) != name:
@@ -92,9 +96,47 @@ def build_registry(entry_points: Iterable[importlib.metadata.EntryPoint]) -> Reg
     return Registry(dict(sorted(policies.items())), failures)
 
 
+# policies registered from Python at run time (`simulmt.policies.files`): name -> (class, where)
+_ADDED: dict[str, tuple[type[SpecPolicy], str]] = {}
+
+
 @functools.lru_cache(maxsize=1)
 def _registry() -> Registry:
-    return build_registry(importlib.metadata.entry_points(group=GROUP))
+    registry = build_registry(importlib.metadata.entry_points(group=GROUP))
+    for name, (cls, _) in _ADDED.items():
+        registry.policies.setdefault(name, cls)  # `add_policy` refused clashes
+    return Registry(dict(sorted(registry.policies.items())), registry.failures)
+
+
+def add_policies(classes: Sequence[type], *, origin: str) -> list[str]:
+    """Register policy `classes` from `origin` (e.g. a file) for this process, beside the entry
+    points; returns their names. PolicyError, and none registered, if one is no usable policy
+    class or its name is taken by another class (the same origin again is a no-op)."""
+    names = []
+    for cls in classes:
+        name = getattr(cls, "name", None)
+        if not isinstance(name, str) or not name:
+            raise PolicyError(f"{origin}: class {cls.__qualname__} has no ClassVar name (the "
+                              "name its specs use)")
+        problem = _problem(name, cls)
+        if problem is not None:
+            raise PolicyError(f"{origin}: {cls.__qualname__} is not a usable policy: {problem}")
+        taken = _registry().policies.get(name)
+        where = None
+        if name in names:
+            where = origin
+        elif name in _ADDED:
+            where = None if _ADDED[name][1] == origin else _ADDED[name][1]
+        elif taken is not None and taken is not cls:
+            where = f"{taken.__module__}:{taken.__qualname__}"
+        if where is not None:
+            raise PolicyError(f"{origin}: policy name {name!r} is taken by {where}; give "
+                              f"{cls.__qualname__} another ClassVar name")
+        names.append(name)
+    for name, cls in zip(names, classes, strict=True):
+        _ADDED.setdefault(name, (cast(type[SpecPolicy], cls), origin))
+    _registry.cache_clear()
+    return names
 
 
 def available(*, refresh: bool = False) -> dict[str, type[SpecPolicy]]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from simulmt.defaults import DEFAULT_POLICY, SEGMENT_LOOKAHEAD
@@ -28,6 +29,7 @@ __all__ = [
     "add_dtype_argument",
     "add_guard_arguments",
     "add_policy_argument",
+    "add_policy_file_argument",
     "add_search_arguments",
     "add_session_arguments",
     "search_settings",
@@ -100,6 +102,16 @@ def add_policy_argument(parser: argparse.ArgumentParser, *, default: str | None)
     parser.add_argument(
         "--policy", default=default, metavar="SPEC",
         help=f"policy spec, e.g. wait-k:k=3 (`simulmt policies` lists them; {shown})",
+    )  # fmt: skip
+
+
+def add_policy_file_argument(parser: argparse.ArgumentParser) -> None:
+    """`--policy-file FILE` of a command that runs policies in this process (not `client`: its
+    policy runs on the server)."""
+    parser.add_argument(
+        "--policy-file", type=Path, action="append", metavar="FILE",
+        help="a Python file whose BasePolicy subclasses become policies of this run under their "
+             "ClassVar name, to try a policy out before packaging it (repeatable)",
     )  # fmt: skip
 
 

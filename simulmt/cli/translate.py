@@ -15,6 +15,7 @@ from simulmt.cli.liveview import LiveView
 from simulmt.cli.options import (
     add_deprecated,
     add_policy_argument,
+    add_policy_file_argument,
     add_search_arguments,
     add_session_arguments,
     search_settings,
@@ -27,12 +28,14 @@ from simulmt.input.sentences import Segmentation
 from simulmt.input.textcheck import clean_words, dropped_note, tolerate_bad_bytes
 from simulmt.output.updates import Update
 from simulmt.policies.base import PolicyError
+from simulmt.policies.files import load_policy_files
 from simulmt.search.options import SearchOptions
 from simulmt.session import InputError, Session
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_policy_argument(parser, default=DEFAULT_POLICY)
+    add_policy_file_argument(parser)
     add_search_arguments(parser)  # beam, scoring, speculation, guards, precision
     add_session_arguments(parser, old_spellings=False)  # segmentation, input kind, fillers, ...
     parser.add_argument(
@@ -71,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(max(1, args.threads))
     try:
+        load_policy_files(args.policy_file)
         opts = SearchOptions(**search_settings(args))
         engine = Engine.load(args.model, dtype=args.dtype)
         settings = session_settings(args)
