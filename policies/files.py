@@ -52,10 +52,10 @@ def load_policy_file(path: Path) -> list[str]:
         raise PolicyError(f"{origin} defines no policy: expected a class that subclasses "
                           "simulmt.policies.BasePolicy and sets a ClassVar name")
     try:
-        names = add_policies(classes, origin=origin)
-    except PolicyError:
+        names = add_policies(classes, origin=str(path))
+    except PolicyError as exc:
         del sys.modules[module_name]
-        raise
+        raise PolicyError(f"--policy-file {exc}") from None
     _LOADED[key] = names
     return names
 

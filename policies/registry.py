@@ -109,9 +109,10 @@ def _registry() -> Registry:
 
 
 def add_policies(classes: Sequence[type], *, origin: str) -> list[str]:
-    """Register policy `classes` from `origin` (e.g. a file) for this process, beside the entry
-    points; returns their names. PolicyError, and none registered, if one is no usable policy
-    class or its name is taken by another class (the same origin again is a no-op)."""
+    """Register policy `classes` from `origin` (the file that defines them) for this process,
+    beside the entry points; returns their names. PolicyError, and none registered, if one is
+    no usable policy class or its name is taken by another class (the same origin again is a
+    no-op)."""
     names = []
     for cls in classes:
         name = getattr(cls, "name", None)
@@ -128,7 +129,7 @@ def add_policies(classes: Sequence[type], *, origin: str) -> list[str]:
         elif name in _ADDED:
             where = None if _ADDED[name][1] == origin else _ADDED[name][1]
         elif taken is not None and taken is not cls:
-            where = f"{taken.__module__}:{taken.__qualname__}"
+            where = location(name)
         if where is not None:
             raise PolicyError(f"{origin}: policy name {name!r} is taken by {where}; give "
                               f"{cls.__qualname__} another ClassVar name")
@@ -137,6 +138,14 @@ def add_policies(classes: Sequence[type], *, origin: str) -> list[str]:
         _ADDED.setdefault(name, (cast(type[SpecPolicy], cls), origin))
     _registry.cache_clear()
     return names
+
+
+def location(name: str) -> str:
+    """Where policy `name`'s class is: `module:Class`, or `file.py:Class` for one from a file."""
+    cls = _registry().policies[name]
+    if name in _ADDED:
+        return f"{_ADDED[name][1]}:{cls.__qualname__}"
+    return f"{cls.__module__}:{cls.__qualname__}"
 
 
 def available(*, refresh: bool = False) -> dict[str, type[SpecPolicy]]:
@@ -193,7 +202,7 @@ def describe(name: str) -> str:
     if note := getattr(cls, "needs_note", ""):  # signals that depend on the instance
         needs += f" ({note})"
     lines.append(f"  signals: {needs}; commit mode: {cls.mode.value}; class: "
-                 f"{cls.__module__}:{cls.__qualname__}")
+                 f"{location(name)}")
     if paper := getattr(cls, "paper", ""):  # optional for third-party policies
         lines.append(f"  paper: {paper}")
     args = arguments(cls)
@@ -215,7 +224,7 @@ def info(name: str) -> dict[str, Any]:
     return {
         "name": name,
         "description": _summary(cls),
-        "class": f"{cls.__module__}:{cls.__qualname__}",
+        "class": location(name),
         "needs": sorted(s.value for s in cls.needs),
         "mode": cls.mode.value,
         "paper": getattr(cls, "paper", "") or None,

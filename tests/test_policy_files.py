@@ -63,7 +63,8 @@ def test_a_files_policy_is_selected_by_spec_like_a_registered_one(tmp_path: Path
         ("1 / 0\n", r"failed to import \(ZeroDivisionError: division by zero\)"),
         ("x = 1\n", "defines no policy: expected a class that subclasses"),
         (POLICY.format(name="read-two-b") + POLICY.format(name="read-two-b").split("\n", 4)[4]
-         .replace("ReadTwoWriteOne", "Twin"), "policy name 'read-two-b' is taken by --policy-file"),
+         .replace("ReadTwoWriteOne", "Twin"),
+         r"--policy-file .*my_policy\.py: policy name 'read-two-b' is taken by .*my_policy\.py"),
         (POLICY.format(name="read-two-c").replace("def decide", "def other"),
          r"is not a usable policy: it leaves abstract methods unimplemented \(decide\)"),
     ],
@@ -110,6 +111,7 @@ def test_eval_translate_and_policies_take_a_policy_file(tmp_path: Path) -> None:
     assert sum(json.loads(line)["final"] for line in proc.stdout.splitlines()) == 3
     proc = _simulmt("policies", "read-two", "--policy-file", str(path))
     assert proc.returncode == 0 and "READ until LAG more source words" in proc.stdout
+    assert f"class: {path}:ReadTwoWriteOne" in proc.stdout
     proc = _simulmt("eval", "--model", str(model), "--source", str(src), "--reference",
                     str(ref), "--policy-file", str(tmp_path / "typo.py"), "--policy", "read-two")
     assert proc.returncode == 2 and "typo.py: no such file" in proc.stderr
