@@ -104,7 +104,7 @@ _ADDED: dict[str, tuple[type[SpecPolicy], str]] = {}
 def _registry() -> Registry:
     registry = build_registry(importlib.metadata.entry_points(group=GROUP))
     for name, (cls, _) in _ADDED.items():
-        registry.policies.setdefault(name, cls)  # `add_policy` refused clashes
+        registry.policies.setdefault(name, cls)  # `add_policies` refused clashes
     return Registry(dict(sorted(registry.policies.items())), registry.failures)
 
 

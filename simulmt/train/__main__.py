@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 
 from simulmt.model.runtime import tune_allocator_for_training
@@ -25,9 +24,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    code = main()
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        from simulmt.train.device import end_rank
-
-        end_rank(code)
-    sys.exit(code)
+    sys.exit(main())

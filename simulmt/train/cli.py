@@ -52,6 +52,15 @@ def build_config(args: argparse.Namespace) -> TrainConfig:
 
 
 def run(args: argparse.Namespace) -> int:
+    code = _train(args)
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # a rank of a torchrun launch
+        from simulmt.train.device import end_rank
+
+        end_rank(code)  # (gloo's threads outlive the interpreter's teardown)
+    return code
+
+
+def _train(args: argparse.Namespace) -> int:
     import json
 
     try:
