@@ -25,7 +25,7 @@ from simulmt.server.liveness import EXIT_WORKER_FAILED
 from simulmt.server.supervise import supervise
 
 from simulmt.cli.options import add_device_argument, add_dtype_argument, add_guard_arguments
-from simulmt.engine import Engine
+from simulmt.engine import Engine, model_checkpoint
 from simulmt.model.devices import resolve_device
 from simulmt.model.runtime import CLI_DTYPE
 from simulmt.search.options import PrematureStops, SearchOptions
@@ -218,6 +218,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
         resolve_device(args.device)  # a missing GPU fails here, before anything starts
+        if not args.tiny:
+            model_checkpoint(args.model)  # so does a model folder that is not one
     except ValueError as e:
         print(f"simulmt serve: {e}", file=sys.stderr)
         return 2

@@ -50,6 +50,18 @@ class ModelInfo:
     parameters: int
 
 
+def model_checkpoint(model_dir: str | Path | None) -> Path:
+    """The weight file of model folder `model_dir` (None: the bundled model's), or a
+    CheckpointError saying what a model folder holds: checked before slow work starts."""
+    folder = Path(model_dir) if model_dir is not None else default_model_dir()
+    ckpt = folder / MODEL_FILE if folder.is_dir() else folder
+    if not ckpt.exists():
+        raise CheckpointError(
+            f"no model at {folder}: expected a folder with {MODEL_FILE} and {TOKENIZER_FILE}"
+        )
+    return ckpt
+
+
 class Engine:
     """Holds the weights; all per-stream state lives in `StreamState`s owned by sessions.
 
@@ -121,11 +133,7 @@ class Engine:
         same outputs, faster); False keeps eager mode (for debugging the model code)."""
         target = resolve_device(device)  # a missing GPU is refused before the slow load
         folder = Path(model_dir) if model_dir is not None else default_model_dir()
-        ckpt = folder / MODEL_FILE if folder.is_dir() else folder
-        if not ckpt.exists():
-            raise CheckpointError(
-                f"no model at {folder}: expected a folder with {MODEL_FILE} and {TOKENIZER_FILE}"
-            )
+        ckpt = model_checkpoint(folder)
         data = load_checkpoint(ckpt)
         model = model_from_checkpoint(ckpt, data)
         parameters = model.num_parameters()  # before quantizing (int8 weights are no Parameters)

@@ -7,6 +7,7 @@ import json
 import re
 import signal
 import sys
+from pathlib import Path
 
 import pytest
 from simulmt.server.config import PROTOCOL
@@ -70,8 +71,16 @@ async def test_sigterm_finishes_open_sentences_then_closes_1001() -> None:
             await proc.wait()
 
 
-async def test_serve_refuses_bad_options(capsys: pytest.CaptureFixture[str]) -> None:
+async def test_serve_refuses_bad_options(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     from simulmt.cli import main
+
+    for workers in ("1", "2"):  # before it listens or starts a worker
+        assert main(["serve", "--model", str(tmp_path), "--workers", workers]) == 2
+        err = capsys.readouterr().err
+        assert f"no model at {tmp_path}: expected a folder with model.pt" in err
+        assert "listening" not in err
 
     assert main(["serve", "--max-sessions", "0"]) == 2
     assert "max_sessions must be >= 1" in capsys.readouterr().err
