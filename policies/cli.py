@@ -25,14 +25,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         load_policy_files(args.policy_file)
     except PolicyError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"simulmt policies: {exc}", file=sys.stderr)
         return 2
     names = list(available())
     if args.name is not None:
         try:
             describe(args.name)  # raises PolicyError listing the available names
         except PolicyError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            print(f"simulmt policies: {exc}", file=sys.stderr)
             return 2
         names = [args.name]
     if args.json:

@@ -299,7 +299,8 @@ def test_cli_build_prints_summary_and_reports_errors(archives: Path, tmp_path: P
     printed = capsys.readouterr().out
     assert "source" in printed and "bible" in printed and "total" in printed
     assert main([*args[:-1], "--src", "fr"]) == 2
-    assert "--src 'fr' is not supported; accepted: de, en" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "simulmt data build: --src 'fr' is not supported; accepted: de, en" in err
     assert main([*args[:6], "--sources", "wesnoth", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "wesnoth-1.16-data" in err and "`apt-get` is not installed" in err

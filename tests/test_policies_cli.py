@@ -76,7 +76,7 @@ def test_policies_cite_their_papers(capsys: pytest.CaptureFixture[str]) -> None:
 def test_policies_unknown_name(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["policies", "wait-q"]) == 2
     err = capsys.readouterr().err
-    assert "unknown policy 'wait-q'" in err
+    assert "simulmt policies: unknown policy 'wait-q'" in err
     assert "available policies: adaptive-wait-k, alignatt, confidence, full" in err
 
 

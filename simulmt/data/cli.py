@@ -196,5 +196,5 @@ def run(args: argparse.Namespace) -> int:
         return commands[args.data_command](args)
     except (BuildError, TokenizerError, LocalSourceError, PackError, ValueError,
             FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"simulmt data {args.data_command}: {err}", file=sys.stderr)
         return 2
