@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import re
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -214,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--groups has {len(labels)} lines, the source {len(sources)}")
         results = _evaluate_all(args, specs, sources, references, latency_config, labels)
     except (FileNotFoundError, ValueError) as e:
-        log.error("%s", e)
+        print(f"simulmt eval: {e}", file=sys.stderr)
         return 2
     if args.json:
         for r in results:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from pathlib import Path
 
 from simulmt.eval.instances import SCORES_JSON, read_scores
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
         config = PlotConfig(title=args.title, xlim=args.xlim, ylim=args.ylim)
         plot_curves(points, args.output, config=config)
     except (FileNotFoundError, ValueError) as e:
-        logger.error("%s", e)
+        print(f"simulmt plot: {e}", file=sys.stderr)
         return 2
     print(f"wrote {args.output} ({len(points)} points)")
     return 0

@@ -20,6 +20,7 @@ import argparse
 import hashlib
 import logging
 import random
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -151,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         return _run(args)
     except (PolicyError, ValueError, OSError, TokenizerError) as e:
-        log.error("train-policy: %s", e)
+        print(f"simulmt train-policy: {e}", file=sys.stderr)
         return 2
 
 

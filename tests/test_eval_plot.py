@@ -52,9 +52,9 @@ def test_points_group_by_family() -> None:
     assert [p.family for p in units] == ["wait-k (token-level)", "wait-k"]
 
 
-def test_plot_errors(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_plot_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _run([str(tmp_path), "-o", str(tmp_path / "x.png")]) == 2
-    assert "no scores.json" in caplog.text
+    assert "simulmt plot: no scores.json" in capsys.readouterr().err
     with pytest.raises(ValueError, match="needs policy, al and bleu"):
         points_from_scores([{"policy": "wait-k:k=1", "bleu": 3.0}])
 

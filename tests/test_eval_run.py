@@ -219,7 +219,9 @@ def test_jobs_run_one_thread_each_after_a_multithreaded_parent() -> None:
     assert proc.stdout.split() == ["2"]
 
 
-def test_eval_refuses_threads_with_jobs(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_eval_refuses_threads_with_jobs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Refused before the model load, with what works instead."""
     from simulmt.cli import main
 
@@ -227,8 +229,9 @@ def test_eval_refuses_threads_with_jobs(tmp_path: Path, caplog: pytest.LogCaptur
     src.write_text("a b\n", encoding="utf-8")
     argv = ["eval", "--source", str(src), "--reference", str(src), "--jobs", "2", "--threads", "2"]
     assert main(argv) == 2
-    assert "--threads 2 with --jobs 2: each job runs one torch thread" in caplog.text
-    assert "--jobs 1 --threads N" in caplog.text
+    err = capsys.readouterr().err
+    assert "simulmt eval: --threads 2 with --jobs 2: each job runs one torch thread" in err
+    assert "--jobs 1 --threads N" in err
 
 
 @pytest.mark.parametrize("jobs", [1, 2])

@@ -96,17 +96,17 @@ def test_oracle_generation_resumes_after_an_interruption(
 
 
 def test_resume_refuses_other_settings_and_corrupt_files(
-        folders: tuple[Path, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+        folders: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "policy.pt"
     assert main(command(folders, out, "--epochs", "1")) == 0
     assert main(command(folders, out, "--epochs", "2", "--r", "3", "--resume")) == 2
-    assert "trained with other settings" in caplog.text
-    caplog.clear()  # the oracle's labels differ without the word-end look-ahead
+    assert "trained with other settings" in capsys.readouterr().err
+    # the oracle's labels differ without the word-end look-ahead
     assert main(command(folders, out, "--epochs", "2", "--no-word-end", "--resume")) == 2
-    assert "trained with other settings" in caplog.text
+    assert "trained with other settings" in capsys.readouterr().err
     out.write_bytes(b"garbage")
     assert main(command(folders, out, "--epochs", "2", "--resume")) == 2
-    assert "corrupt or truncated" in caplog.text
+    assert "corrupt or truncated" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -115,17 +115,17 @@ def test_resume_refuses_other_settings_and_corrupt_files(
     (("--pairs", "0"), "--pairs must be >= 1"),
     (("--r", "0"), "oracle r must be >= 1"),
 ])
-def test_bad_inputs(folders: tuple[Path, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture,
+def test_bad_inputs(folders: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
                     change: tuple[str, str], message: str) -> None:
     args = command(folders, tmp_path / "p.pt", "--epochs", "1")
     pos = args.index(change[0]) if change[0] in args else len(args)
     args = args[:pos] + list(change) + args[pos + 2:] if change[0] in args else args + list(change)
     assert main(args) == 2
-    assert message in caplog.text
+    assert message in capsys.readouterr().err
 
 
 def test_dagger_round_adds_the_policys_rollouts(folders: tuple[Path, Path], tmp_path: Path,
-                                                caplog: pytest.LogCaptureFixture) -> None:
+                                                capsys: pytest.CaptureFixture[str]) -> None:
     """--dagger PREV: the oracle-path states of a plain run, then the same pairs walked by
     PREV (pair ids shifted by the pair count), labelled by the oracle; the job records
     PREV's hash, so a resume with another policy file is refused."""
@@ -155,4 +155,4 @@ def test_dagger_round_adds_the_policys_rollouts(folders: tuple[Path, Path], tmp_
     other = tmp_path / "other.pt"
     assert main(command(folders, other, "--epochs", "1", "--seed", "3")) == 0
     assert main(command(folders, out, "--epochs", "1", "--dagger", str(other), "--resume")) == 2
-    assert "other settings" in caplog.text
+    assert "other settings" in capsys.readouterr().err

@@ -175,7 +175,7 @@ def test_read_documents_splits_at_blank_lines(tmp_path: Path) -> None:
 
 
 def test_train_segmenter_cli(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for name, seed, n in (("train", 0, 60), ("dev", 1, 10), ("test", 2, 10)):
         docs = synthetic_documents(n, seed)
@@ -241,10 +241,11 @@ def test_train_segmenter_cli(
     assert low["f1_asr"][1]["recall"] == 1.0 and low["f1_asr"][1]["f1"] < again["f1_asr"][1]["f1"]
     net, meta = load_segmenter(out)
     assert float(net.thresholds[2]) == pytest.approx(0.01) and meta["thresholds_set"] == {"2": 0.01}
+    capsys.readouterr()
     for bad in ("2=1.5", "9=0.3", "two=0.3", "2"):
-        caplog.clear()
         assert main([*rescore, "--set-threshold", bad]) == 2
-        assert f"--set-threshold {bad!r}: expected LOOKAHEAD=P" in caplog.text
+        err = capsys.readouterr().err
+        assert f"simulmt train-segmenter: --set-threshold {bad!r}: expected LOOKAHEAD=P" in err
     assert float(load_segmenter(out)[0].thresholds[2]) == pytest.approx(0.01)  # file untouched
     assert main(["train-segmenter", "--out", str(tmp_path / "x.pt")]) == 2  # no training text
     out.write_bytes(b"garbage")

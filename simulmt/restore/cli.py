@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 import time
 from pathlib import Path
 
@@ -123,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
             words = [w for item in data.items for w in item.words][:5000]
             report["us_per_word"] = cost_per_word_us(Restorer(net, lookahead=0), words)
     except (FileNotFoundError, ValueError, RestorerError) as e:
-        log.error("%s", e)
+        print(f"simulmt train-restorer: {e}", file=sys.stderr)
         return 2
     report["file"] = str(args.out)
     report["bytes"] = args.out.stat().st_size

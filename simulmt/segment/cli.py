@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -181,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
             save_segmenter(args.out, net, meta=meta)
         report = _report(args, net)
     except (FileNotFoundError, ValueError, SegmenterError) as e:
-        log.error("%s", e)
+        print(f"simulmt train-segmenter: {e}", file=sys.stderr)
         return 2
     report["file"] = str(args.out)
     report["bytes"] = args.out.stat().st_size

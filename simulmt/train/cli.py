@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 from pathlib import Path
 
 from simulmt.train.config import TrainConfig
@@ -66,7 +67,7 @@ def _train(args: argparse.Namespace) -> int:
     try:
         cfg = build_config(args)
     except (ValueError, OSError) as e:
-        log.error("bad training config: %s", e)
+        print(f"simulmt train: bad training config: {e}", file=sys.stderr)
         return 2
     if args.print_config:
         print(json.dumps(cfg.to_dict(), indent=2))
@@ -80,7 +81,7 @@ def _train(args: argparse.Namespace) -> int:
     try:
         progress = Trainer(cfg, resume=args.resume).run()
     except DeviceError as e:
-        log.error("%s", e)
+        print(f"simulmt train: {e}", file=sys.stderr)
         return 2
     if rank != 0:
         return 0
