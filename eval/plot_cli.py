@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
 from simulmt.eval.instances import SCORES_JSON, read_scores
 from simulmt.eval.plot import PlotConfig, plot_curves, points_from_scores
-
-logger = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

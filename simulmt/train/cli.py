@@ -10,8 +10,6 @@ from pathlib import Path
 
 from simulmt.train.config import TrainConfig
 
-log = logging.getLogger(__name__)
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
