@@ -14,14 +14,9 @@ from typing import TYPE_CHECKING
 from simulmt.eval.corpus import (
     EmptyHypothesis,
     LatencyConfig,
-    SentenceLatency,
-    SentenceStats,
     TargetLength,
-    corpus_latency,
-    sentence_latency,
 )
 from simulmt.eval.options import RunConfig
-from simulmt.eval.quality import QualityScores, corpus_quality, quality_from_statistics
 from simulmt.eval.report import PolicyResult, degeneracy_warning, format_table
 from simulmt.eval.sweep import expand_sweep
 from simulmt.policies.files import load_policy_files
@@ -291,36 +286,6 @@ def _fmt(value: object) -> str:
     return f"{value:.2f}" if isinstance(value, float) else "-"
 
 
-def _quality(stats: list[SentenceStats], references: list[str]) -> QualityScores:
-    """Corpus BLEU/chrF: summed from the statistics the jobs computed, or computed here."""
-    seg = [s.quality for s in stats]
-    if all(q is not None for q in seg):
-        return quality_from_statistics([q for q in seg if q is not None])
-    return corpus_quality([s.prediction for s in stats], references)
-
-
-def _group_scores(
-    labels: list[str],
-    stats: list[SentenceStats],
-    sentences: list[SentenceLatency],
-    references: list[str],
-    config: LatencyConfig,
-) -> dict[str, dict[str, object]]:
-    out: dict[str, dict[str, object]] = {}
-    for label in sorted(set(labels)):
-        idx = [i for i, lab in enumerate(labels) if lab == label]
-        quality = _quality([stats[i] for i in idx], [references[i] for i in idx])
-        lat = corpus_latency([sentences[i] for i in idx], config)
-        out[label] = {
-            "bleu": quality.bleu,
-            "chrf": quality.chrf,
-            "al": lat.al,
-            "laal": lat.laal,
-            "sentences": len(idx),
-        }
-    return out
-
-
 def _evaluate_all(
     args: argparse.Namespace,
     specs: list[str],
@@ -329,11 +294,9 @@ def _evaluate_all(
     latency_config: LatencyConfig,
     labels: list[str] | None = None,
 ) -> list[PolicyResult]:
+    from simulmt.eval.evaluate import evaluate
     from simulmt.eval.instances import write_run
-    from simulmt.eval.loops import loop_rate
     from simulmt.eval.run_record import run_context, write_run_record
-    from simulmt.eval.runner import simulate
-    from simulmt.eval.splits import split_rate
     from tqdm import tqdm
 
     engine, run_config = load_for_run(args, specs)
@@ -341,33 +304,13 @@ def _evaluate_all(
     results = []
     for spec in specs:
         with tqdm(total=len(sources), desc=spec, unit="sent", disable=args.no_progress) as bar:
-            sim = simulate(
-                engine, spec, sources, references, config=run_config, progress=bar.update
-            )
-        sentences = [sentence_latency(s, latency_config) for s in sim.stats]
-        quality = _quality(sim.stats, references)
-        result = PolicyResult(
-            policy=spec,
-            quality=quality,
-            latency=corpus_latency(sentences, latency_config),
-            config=latency_config,
-            beam=run_config.beam,  # the search the run used, as it used it
-            scoring=run_config.scoring.value,
-            alpha=run_config.alpha,
-            beta=run_config.beta,
-            speculate=run_config.speculate,
-            unit=run_config.unit.value,
-            wall_s=sim.wall_s,
-            loops=loop_rate([s.prediction for s in sim.stats]),
-            splits=split_rate(sources, [s.prediction for s in sim.stats]),
-            groups=_group_scores(labels, sim.stats, sentences, references, latency_config)
-            if labels is not None
-            else None,
-        )
+            run = evaluate(engine, spec, sources, references, config=run_config,
+                           latency=latency_config, labels=labels, progress=bar.update)
+        result, stats, sentences = run.result, run.stats, run.sentences
         results.append(result)
         if args.output is not None:
             folder = args.output / policy_dir_name(spec)
-            write_run(folder, result, sim.stats, sentences)
+            write_run(folder, result, stats, sentences)
             write_run_record(folder, context, policy=spec)
         if (warning := degeneracy_warning(result)) is not None:
             log.warning("%s", warning)

@@ -212,15 +212,17 @@ def _run_pool(
 
 def simulate(
     engine: Engine,
-    policy: str,
+    policy: str | Policy,
     sources: Sequence[str],
     references: Sequence[str],
     *,
     config: RunConfig | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> Simulation:
-    """Run every sentence through a streaming session under ``policy`` (a spec string)."""
+    """Run every sentence through a streaming session under ``policy`` (a spec string or a
+    policy object; policies are stateless, so every session shares it)."""
     config = config or RunConfig()
+    loaded = load_policy(policy) if isinstance(policy, str) else policy
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} source lines but {len(references)} reference lines")
     lines = [src.split() for src in sources]
@@ -235,9 +237,8 @@ def simulate(
     if config.segmentation is Segmentation.AUTO:  # fail here, not in a forked job
         make_detector(engine, lookahead=config.segment_lookahead)
     if config.input_kind is InputKind.RECOGNIZER:
-        make_restorer(engine, lookahead=config.restore_lookahead, policy=load_policy(policy),
+        make_restorer(engine, lookahead=config.restore_lookahead, policy=loaded,
                       segmentation=config.segmentation)
-    loaded = load_policy(policy)  # once: policies are stateless, every session shares it
     retranslation = loaded.mode is CommitMode.RETRANSLATION
     start, compute_before = time.perf_counter(), engine.compute_ms
     tracks = [

@@ -8,7 +8,9 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 import torch
@@ -17,6 +19,7 @@ from simulmt.eval.instances import read_instances
 from simulmt.eval.loops import loop_rate
 from simulmt.eval.quality import corpus_quality, quality_from_statistics
 from simulmt.eval.runner import RunConfig, simulate
+from simulmt.policies import Action, BasePolicy, Observation
 
 from simulmt.cli.options import add_search_arguments, search_settings
 from simulmt.data.tokenizer import EOS_ID
@@ -550,3 +553,48 @@ def test_eval_cli_input_options(files: Path) -> None:
     assert "--source-style is deprecated" in old.stderr and "--input is deprecated" in old.stderr
     proc = _simulmt(*common, "--input-kind", "recognizer", "--restore-lookahead", "-1")
     assert proc.returncode == 2 and "restore_lookahead must be >= 0" in proc.stderr
+
+
+@dataclass(frozen=True)
+class _NotebookLag(BasePolicy):
+    """A policy defined where it is used (a notebook), never registered."""
+
+    name: ClassVar[str] = "notebook-lag"
+    lag: int = 2
+
+    def decide(self, obs: Observation) -> Action:
+        if obs.source_finished or obs.src_read >= obs.tgt_written + self.lag:
+            return Action.WRITE
+        return Action.READ
+
+
+def test_evaluate_scores_a_policy_object_as_eval_scores_its_spec(
+    files: Path, engine: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from simulmt.eval.evaluate import evaluate
+    from simulmt.policies.registry import available
+    from simulmt.policies.schedules import WaitK
+
+    from simulmt.cli import main
+
+    by_spec = evaluate(engine, "wait-k:k=2", SOURCES, REFERENCES, config=UNGUARDED)
+    by_object = evaluate(engine, WaitK(k=2), SOURCES, REFERENCES, config=UNGUARDED)
+    assert [(s.prediction, s.delays) for s in by_object.stats] == [
+        (s.prediction, s.delays) for s in by_spec.stats]
+    assert by_object.result.policy == WaitK(k=2).spec()
+    assert by_object.result.quality == by_spec.result.quality
+    lat = [(r.al, r.laal, r.yaal, r.dal, r.ap) for r in (by_object.result.latency,
+                                                         by_spec.result.latency)]
+    assert lat[0] == lat[1]  # the computation-aware ones time this run
+    # an unregistered class, in forked jobs too: its argument moves the latency
+    runs = [evaluate(engine, _NotebookLag(lag=lag), SOURCES, REFERENCES,
+                     config=RunConfig(loop_guard=0, jobs=jobs))
+            for lag, jobs in ((1, 1), (3, 2))]  # fmt: skip
+    assert runs[0].result.latency.al < runs[1].result.latency.al
+    assert runs[1].result.policy == "notebook-lag:lag=3" and "notebook-lag" not in available()
+    # `simulmt eval` prints the row `evaluate` computes
+    assert main(["eval", "--model", str(files / "model"), "--source", str(files / "src.txt"),
+                 "--reference", str(files / "ref.txt"), "--policy", "wait-k:k=2",
+                 "--loop-guard", "0", "--dtype", "float32", "--json", "--no-progress"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["bleu"] == by_spec.result.quality.bleu and row["al"] == by_spec.result.latency.al
