@@ -51,8 +51,7 @@ def test_engine_loads_on_cpu_and_refuses_a_missing_gpu_before_loading(
 
 
 def test_eval_with_device_cpu_and_cuda_absent(
-    model_dir: Path, tmp_path: Path, no_gpu: None, capsys: pytest.CaptureFixture[str],
-    caplog: pytest.LogCaptureFixture,
+    model_dir: Path, tmp_path: Path, no_gpu: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pairs = _tiny_pairs()[:4]
     src, ref = tmp_path / "src.de", tmp_path / "ref.en"
@@ -64,7 +63,7 @@ def test_eval_with_device_cpu_and_cuda_absent(
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
     assert rows and all("bleu" in json.dumps(r).lower() for r in rows)
     assert main([*common, "--device", "cuda"]) == 2
-    assert "sees no CUDA GPU" in caplog.text
+    assert "simulmt eval: " in (err := capsys.readouterr().err) and "sees no CUDA GPU" in err
 
 
 def test_serve_refuses_a_missing_gpu_before_starting(
