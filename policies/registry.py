@@ -111,8 +111,7 @@ def _registry() -> Registry:
 def add_policies(classes: Sequence[type], *, origin: str) -> list[str]:
     """Register policy `classes` from `origin` (the file that defines them) for this process,
     beside the entry points; returns their names. PolicyError, and none registered, if one is
-    no usable policy class or its name is taken by another class (the same origin again is a
-    no-op)."""
+    no usable policy class or its name is taken by another class."""
     names = []
     for cls in classes:
         name = getattr(cls, "name", None)
@@ -123,19 +122,15 @@ def add_policies(classes: Sequence[type], *, origin: str) -> list[str]:
         if problem is not None:
             raise PolicyError(f"{origin}: {cls.__qualname__} is not a usable policy: {problem}")
         taken = _registry().policies.get(name)
-        where = None
-        if name in names:
-            where = origin
-        elif name in _ADDED:
-            where = None if _ADDED[name][1] == origin else _ADDED[name][1]
-        elif taken is not None and taken is not cls:
+        where = origin if name in names else None
+        if where is None and taken is not None and taken is not cls:
             where = location(name)
         if where is not None:
             raise PolicyError(f"{origin}: policy name {name!r} is taken by {where}; give "
                               f"{cls.__qualname__} another ClassVar name")
         names.append(name)
     for name, cls in zip(names, classes, strict=True):
-        _ADDED.setdefault(name, (cast(type[SpecPolicy], cls), origin))
+        _ADDED[name] = (cast(type[SpecPolicy], cls), origin)
     _registry.cache_clear()
     return names
 

@@ -32,6 +32,7 @@ __all__ = [
     "add_policy_file_argument",
     "add_search_arguments",
     "add_session_arguments",
+    "pacing_problem",
     "search_settings",
     "session_settings",
 ]
@@ -113,6 +114,13 @@ def add_policy_file_argument(parser: argparse.ArgumentParser) -> None:
         help="a Python file whose BasePolicy subclasses become policies of this run under their "
              "ClassVar name, to try a policy out before packaging it (repeatable)",
     )  # fmt: skip
+
+
+def pacing_problem(rate: float) -> str | None:
+    """Why a `--rate` that paces the words sent (`translate`, `client`) is refused, if it is."""
+    if rate >= 0:  # NaN fails this too
+        return None
+    return f"--rate must be >= 0 words per second (0: as fast as possible), got {rate}"
 
 
 # ---- the search ---------------------------------------------------------------------------

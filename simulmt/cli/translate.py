@@ -18,6 +18,7 @@ from simulmt.cli.options import (
     add_policy_file_argument,
     add_search_arguments,
     add_session_arguments,
+    pacing_problem,
     search_settings,
     session_settings,
 )
@@ -66,9 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.rate >= 0:  # NaN too
-        print(f"simulmt translate: --rate must be >= 0 words per second (0: as fast as possible), "
-              f"got {args.rate}", file=sys.stderr)
+    if (problem := pacing_problem(args.rate)) is not None:
+        print(f"simulmt translate: {problem}", file=sys.stderr)
         return 2
     import torch
 

@@ -19,7 +19,12 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from simulmt.cli.liveview import LiveView
-from simulmt.cli.options import add_beam_arguments, add_policy_argument, add_session_arguments
+from simulmt.cli.options import (
+    add_beam_arguments,
+    add_policy_argument,
+    add_session_arguments,
+    pacing_problem,
+)
 from simulmt.client.stream import StartOptions, StreamLog, run_stream
 from simulmt.client.subtitles import build_cues, to_srt, to_webvtt
 from simulmt.input.textcheck import clean_words, dropped_note, tolerate_bad_bytes
@@ -119,9 +124,8 @@ def run(args: argparse.Namespace) -> int:
     if args.file != "-" and not Path(args.file).is_file():
         print(f"simulmt client: no such file: {args.file}", file=sys.stderr)
         return 2
-    if not args.rate >= 0:  # NaN too
-        print(f"simulmt client: --rate must be >= 0 words per second (0: as fast as possible), "
-              f"got {args.rate}", file=sys.stderr)
+    if (problem := pacing_problem(args.rate)) is not None:
+        print(f"simulmt client: {problem}", file=sys.stderr)
         return 2
     try:
         token = read_token_file(args.token_file) if args.token_file else args.token or None
