@@ -7,8 +7,9 @@
 Both run end to end as subprocesses (model loading included); the report gives the speed
 ratio and whether the two agree: per-sentence outputs and delays, BLEU, AL, LAAL, AP, DAL.
 The search options (`simulmt.cli.options`: beam, loop guard, precision, …, with
-`simulmt eval`'s defaults) are passed explicitly and identically to both sides; the script
-exits with status 1 when any sentence's output or delays differ.
+`simulmt eval`'s defaults) are passed explicitly and identically to both sides; `--dtype auto`
+(the default) is resolved first, as `simulmt eval` resolves it, and the precision it names
+runs on both. The script exits with status 1 when any sentence's output or delays differ.
 """
 
 from __future__ import annotations
@@ -88,6 +89,13 @@ def batch_bound(model: Path | None, rows: int, threads: int) -> tuple[float, flo
     return per_row(1), per_row(rows)
 
 
+def auto_precision(model: Path | None, batch_size: int) -> str:
+    """The precision `simulmt eval --dtype auto --batch-size N` runs on this CPU."""
+    from simulmt.engine import Engine
+
+    return Engine.load(model, dtype="auto", turn_streams=batch_size, trace=False).precision
+
+
 def timed(cmd: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -107,9 +115,9 @@ def search_parser() -> argparse.ArgumentParser:
     search = argparse.ArgumentParser(add_help=False)
     add_search_arguments(search)
     add_session_arguments(search, old_spellings=False)
-    # `auto` times the precisions at every load, so the two processes could pick different
-    # ones: the comparison runs one named precision on both sides (float32 unless told)
-    search.set_defaults(dtype="float32")
+    # `auto` (eval's default) times the precisions at every load, so two processes could pick
+    # different ones near a tie: it is resolved once here as `simulmt eval` resolves it
+    # (`auto_precision`) and that one named precision runs on both sides
     return search
 
 
@@ -169,6 +177,9 @@ def main() -> int:
     src.write_text("\n".join(args.source.read_text().splitlines()[: args.limit]) + "\n")
     ref.write_text("\n".join(args.reference.read_text().splitlines()[: args.limit]) + "\n")
     model_args = ["--model", str(model)] if model else []
+    if args.dtype == "auto":
+        args.dtype = auto_precision(model, args.batch_size)
+        print(f"--dtype auto: {args.dtype} (what simulmt eval picks here), on both sides")
     se_threads = args.simuleval_threads or args.threads * args.jobs
     env_threads = f"import torch; torch.set_num_threads({se_threads});"
 

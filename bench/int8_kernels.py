@@ -9,9 +9,10 @@ timing windows each. Also per kernel: whether a row's output is the same alone a
 batch, and the largest error against float32 relative to the output's largest value. Then the
 representative turn that `--dtype auto` times at load, per precision, on the bundled model,
 int8 on each kernel: `_int_mm` and fbgemm with per-row scales, fbgemm with the model folder's
-calibrated ranges (int8_ranges.json), best of 3 rounds of `time_turns`.
+calibrated ranges (int8_ranges.json), best of 3 rounds of `time_turns`, for turns of each
+width in --streams (serve times 8, translate 1, eval its batch up to 64).
 
-    .venv/bin/python bench/int8_kernels.py [--model DIR] [--rows 1 8 32 100]
+    .venv/bin/python bench/int8_kernels.py [--model DIR] [--rows 1 8 32 100] [--streams 1 8 64]
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ def kernels(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", type=Path, help="model folder (default: the bundled model)")
+    parser.add_argument("--streams", type=int, nargs="+", default=[1, 8, 32, 64],
+                        help="widths of the timed turn (`--dtype auto`)")
     parser.add_argument("--rows", type=int, nargs="+", default=[1, 8, 32, 100])
     args = parser.parse_args()
     from machine import describe  # bench/machine.py: where this ran
@@ -126,9 +129,13 @@ def main() -> None:
         ranges = load_ranges(folder / RANGES_FILE)
         built["int8 fbgemm (calibrated ranges)"] = quantize_linears(
             model, Int8Kernel.FBGEMM, prepare=SimulTransformer.fuse_projections, ranges=ranges)
-    rounds = [time_turns(built) for _ in range(3)]
-    print("\n`--dtype auto`'s timed turn on the model (best of 3 rounds, ms): "
-          + ", ".join(f"{k} {min(r[k] for r in rounds):.1f}" for k in built))
+    print("\n`--dtype auto`'s timed turn on the model, per width (best of 3 rounds, ms):\n")
+    print("| streams | " + " | ".join(built) + " |")
+    print("|---:|" + "---:|" * len(built))
+    for streams in args.streams:
+        rounds = [time_turns(built, streams=streams) for _ in range(3)]
+        cells = " | ".join(f"{min(r[k] for r in rounds):.1f}" for k in built)
+        print(f"| {streams} | {cells} |", flush=True)
 
 
 if __name__ == "__main__":

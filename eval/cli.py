@@ -253,7 +253,10 @@ def load_for_run(args: argparse.Namespace, specs: list[str]) -> tuple[Engine, Ru
     # eager, not traced graphs (`simulmt.model.graphs`): an evaluation's batches are wide
     # and change shape at every step, where the graphs gain nothing per call and their
     # executor re-specializes; measured 2-8 s slower on 948 lines (bench/RESULTS.md, session 44)
-    engine = Engine.load(args.model, dtype=args.dtype, device=args.device, trace=False)
+    # `--dtype auto` times a turn as wide as this run's batches: there the fastest precision
+    # can differ from a server's (bfloat16 against int8 on a Xeon with AMX)
+    engine = Engine.load(args.model, dtype=args.dtype, turn_streams=args.batch_size,
+                         device=args.device, trace=False)  # fmt: skip
     if engine.device.type == "cuda" and getattr(args, "jobs", 1) > 1:
         raise ValueError("--jobs forks processes, which cannot share a CUDA context: use "
                          "--jobs 1 with --device cuda (batching happens inside the one process)")

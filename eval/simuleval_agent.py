@@ -58,7 +58,12 @@ class SimulmtAgent(TextToTextAgent):
         load_policy(args.policy)  # a bad spec fails here with the accepted grammar
         self.policy_spec: str = args.policy
         self.config = RunConfig(**search_settings(args), **session_settings(args))
-        self.engine = Engine.load(Path(args.model) if args.model else None, dtype=args.precision)
+        # `auto` resolves as in `simulmt eval` (a turn as wide as its default batch), not for
+        # this agent's one sentence at a time: the two must run one precision and agree
+        self.engine = Engine.load(
+            Path(args.model) if args.model else None, dtype=args.precision,
+            turn_streams=RunConfig.batch_size,
+        )  # fmt: skip
         self.session: Session | None = None
         self.fed = 0  # source words of the current sentence given to the session
         super().__init__(args)  # builds the states and calls reset()

@@ -22,7 +22,7 @@ from simulmt.model.devices import DeviceError, resolve_device
 from simulmt.model.int8 import FbgemmInt8Linear, Int8Linear, StaticInt8Linear, quantize_linears
 from simulmt.model.layers import Packing, Scratch, append_kv, pack_kv
 from simulmt.model.pool import KVPool, PoolShape
-from simulmt.model.precision import choose_precision
+from simulmt.model.precision import TURN_STREAMS, choose_precision
 from simulmt.model.runtime import AUTO_DTYPE, DTYPE_NAMES
 from simulmt.model.state import SourceState
 from simulmt.model.transformer import SimulTransformer
@@ -111,6 +111,7 @@ class Engine:
         model_dir: Path | None = None,
         *,
         dtype: str = "float32",
+        turn_streams: int = TURN_STREAMS,
         device: str = "cpu",
         trace: bool = True,
     ) -> Engine:
@@ -119,7 +120,9 @@ class Engine:
         `dtype` "auto" times one batched turn in each precision this CPU runs natively and
         keeps the fastest, never one slower than float32 (`simulmt.model.precision`; the command
         lines' default). The library's default stays float32: its outputs do not depend on
-        the machine or on a timing.
+        the machine or on a timing. `turn_streams`: how many streams one batched turn of this
+        engine's work usually carries (a server's 8, one session's 1, an evaluation's batch),
+        which is what "auto" times: the fastest precision depends on it.
 
         `dtype` "bfloat16" runs inference in bfloat16 (weights, activations and caches): on CPUs
         with AMX/AVX512-BF16 batched steps are several times faster; outputs can differ from
@@ -145,7 +148,7 @@ class Engine:
         ranges_path = ckpt.parent / RANGES_FILE  # calibrated int8 input ranges, if any
         ranges = load_ranges(ranges_path) if ranges_path.is_file() else None
         convert = functools.partial(for_inference, ranges=ranges)
-        model, _ = choose_precision(model, dtype, convert=convert)
+        model, _ = choose_precision(model, dtype, convert=convert, turn_streams=turn_streams)
         tok_path = ckpt.parent / TOKENIZER_FILE
         tokenizer = (
             Tokenizer.from_bytes(data["tokenizer"])

@@ -11,6 +11,7 @@ import json
 import logging
 import urllib.request
 from collections.abc import Mapping
+from pathlib import Path
 
 import pytest
 from simulmt.server.app import CaptionServer
@@ -100,8 +101,79 @@ def test_the_real_timing_returns_a_native_precision_and_logs_the_times(
     assert choice.name in native_precisions()
     assert set(choice.times_ms) == set(native_precisions())
     assert all(t > 0 for t in choice.times_ms.values())
-    assert f"precision {choice.name} (asked: auto; one batched turn: " in caplog.text
+    assert f"precision {choice.name} (asked: auto; one turn of 8 streams: " in caplog.text
     assert precision_of(chosen) == choice.name
+
+
+def test_auto_times_a_turn_as_wide_as_the_work_capped(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The fastest precision depends on the batch (int8 wins 8 streams, bfloat16 64 on a Xeon
+    with AMX): the timed turn has the caller's width, at most MAX_TIMED_STREAMS."""
+    from simulmt.model import precision
+
+    model = Engine.tiny(0).model
+    widths: list[int] = []
+    real = precision._turn
+
+    def spy(net: SimulTransformer, streams: int):  # type: ignore[no-untyped-def]
+        widths.append(streams)
+        return real(net, streams)
+
+    monkeypatch.setattr(precision, "_turn", spy)
+    expected = {1: 1, 3: 3, 10_000: precision.MAX_TIMED_STREAMS}
+    for asked, timed in expected.items():
+        widths.clear()
+        with caplog.at_level(logging.INFO, logger="simulmt.model.precision"):
+            _, choice = choose_precision(
+                model, "auto", convert=for_inference, turn_streams=asked,
+                candidates=("float32", "int8"),
+            )  # fmt: skip
+        assert widths == [timed, timed] and choice.streams == timed
+        assert f"one turn of {timed} stream{'' if timed == 1 else 's'}: " in caplog.text
+    widths.clear()
+    choose_precision(model, "auto", convert=for_inference, candidates=("float32", "int8"))
+    assert widths == [precision.TURN_STREAMS] * 2  # a server's turn by default
+    with pytest.raises(ValueError, match="turn_streams must be at least 1, not 0"):
+        choose_precision(model, "auto", convert=for_inference, turn_streams=0)
+
+
+def test_each_command_times_its_own_workload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """eval times its batch, translate one session; the SimulEval agent times what eval
+    would by default (the two must agree), serve the default (a server's turn)."""
+    from simulmt.eval import cli as eval_cli
+    from simulmt.eval.options import RunConfig
+    from simulmt.eval.simuleval_agent import SimulmtAgent
+
+    from simulmt.cli import translate
+
+    class Loaded(Exception):
+        pass
+
+    asked: list[tuple[str, int]] = []
+
+    def load(model_dir: object = None, *, dtype: str = "float32", turn_streams: int = 8,
+             **_: object) -> Engine:  # fmt: skip
+        asked.append((dtype, turn_streams))
+        raise Loaded
+
+    monkeypatch.setattr(Engine, "load", load)
+    parser = argparse.ArgumentParser()
+    eval_cli.add_arguments(parser)
+    args = parser.parse_args(["--source", "x", "--reference", "y", "--batch-size", "40"])
+    with pytest.raises(Loaded):
+        eval_cli.load_for_run(args, ["wait-k:k=2"])
+    parser = argparse.ArgumentParser()
+    translate.add_arguments(parser)
+    with pytest.raises(Loaded):
+        translate.run(parser.parse_args([]))
+    parser = argparse.ArgumentParser()
+    SimulmtAgent.add_args(parser)
+    with pytest.raises(Loaded):
+        SimulmtAgent(parser.parse_args([]))
+    assert asked == [("auto", 40), ("auto", 1), ("auto", RunConfig.batch_size)]
 
 
 def test_native_precisions_leave_out_emulated_bfloat16(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         load_policy_files(args.policy_file)
         opts = SearchOptions(**search_settings(args))
-        engine = Engine.load(args.model, dtype=args.dtype)
+        engine = Engine.load(args.model, dtype=args.dtype, turn_streams=1)  # one session
         settings = session_settings(args)
         segmentation = settings["segmentation"]
         session = Session(engine, policy=args.policy, options=opts, **settings)

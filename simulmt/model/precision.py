@@ -6,13 +6,20 @@ only, bfloat16 is emulated (slower than float32) and only fbgemm's int8 kernel i
 (`simulmt.model.int8` uses it wherever torch has it). A fixed default was a trap on one or the
 other: `serve`'s int8 default made an AVX2 server 5x slower than float32 (issue #55). So at load
 each precision this CPU runs natively is timed on one representative batched turn (an encoder
-pass over two new words and one decoder step, `TURN_ROWS` streams), best of `REPEATS`
-interleaved runs in CPU time, and the fastest wins; one that is not clearly faster than float32
-(`MIN_GAIN`) never does. Choosing costs about a second of CPU and is logged with the times.
+pass over two new words and one decoder step), best of `REPEATS` interleaved runs in CPU time,
+and the fastest wins; one that is not clearly faster than float32 (`MIN_GAIN`) never does.
+
+The turn has as many streams as the caller's work has at once, because the winner depends on
+it: on a Xeon with AMX int8 wins a server's turn of 8 streams (8.7 ms against bfloat16's 12.5)
+and bfloat16 an evaluation's batch of 64 (25.6 against 30.1 ms). A server times
+`TURN_STREAMS`, one session 1, `simulmt eval` its batch size, capped at `MAX_TIMED_STREAMS`
+(past the cross-over, and timing grows with the streams). Choosing costs under a second of
+CPU and is logged with the times.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -31,7 +38,8 @@ __all__ = ["PrecisionChoice", "choose_precision", "native_precisions", "pick_fas
 FLOAT32 = "float32"
 MIN_GAIN = 0.10  # another precision must beat float32 by 10%: timing noise never picks a slower
 REPEATS = 3  # timed runs per precision (interleaved, best kept: robust to a busy neighbour)
-TURN_ROWS = 8  # streams in the timed turn: a loaded server's batch, where speed matters
+TURN_STREAMS = 8  # streams in the timed turn by default: a loaded server's batch
+MAX_TIMED_STREAMS = 64  # a wider turn decides as 64 does and costs more to time
 TURN_SOURCE = 16  # source tokens each timed stream has read
 TURN_TARGET = 8  # target tokens each timed stream has written
 
@@ -41,15 +49,18 @@ Timer = Callable[[Mapping[str, SimulTransformer]], dict[str, float]]
 
 @dataclass(frozen=True)
 class PrecisionChoice:
-    """What was asked, what runs, and the measured time of one turn per precision (ms)."""
+    """What was asked, what runs, and the measured time of one turn of `streams` streams per
+    precision (ms)."""
 
     requested: str
     name: str
     times_ms: Mapping[str, float]
+    streams: int = TURN_STREAMS
 
     def describe(self) -> str:
         times = ", ".join(f"{k} {v:.1f} ms" for k, v in sorted(self.times_ms.items()))
-        return f"precision {self.name} (asked: {self.requested}; one batched turn: {times})"
+        turn = f"one turn of {self.streams} stream{'s' if self.streams != 1 else ''}"
+        return f"precision {self.name} (asked: {self.requested}; {turn}: {times})"
 
 
 def native_precisions() -> tuple[str, ...]:
@@ -91,26 +102,31 @@ def choose_precision(
     requested: str,
     *,
     convert: Convert,
+    turn_streams: int = TURN_STREAMS,
     timer: Timer | None = None,
     candidates: tuple[str, ...] | None = None,
 ) -> tuple[SimulTransformer, PrecisionChoice]:
     """`model` (float32) in the precision `requested` ("auto" or a name), and the choice.
 
     auto: every native precision is built with `convert`, timed with `timer` (default
-    `time_turns`) and the fastest kept (`pick_fastest`). An explicit name is obeyed; unless it
-    is float32 it is timed against float32 too, and a warning says so when it is slower."""
+    `time_turns` on a turn of `turn_streams` streams, at most `MAX_TIMED_STREAMS`) and the fastest
+    kept (`pick_fastest`). An explicit name is obeyed; unless it is float32 it is timed against
+    float32 too, and a warning says so when it is slower."""
     if requested != AUTO_DTYPE and requested not in DTYPE_NAMES:
         raise ValueError(
             f"unknown dtype {requested!r}: accepted are {AUTO_DTYPE}, {', '.join(DTYPE_NAMES)}"
         )
-    timer = time_turns if timer is None else timer
+    if turn_streams < 1:
+        raise ValueError(f"turn_streams must be at least 1, not {turn_streams}")
+    streams = min(turn_streams, MAX_TIMED_STREAMS)
+    timer = functools.partial(time_turns, streams=streams) if timer is None else timer
     if requested == FLOAT32:
-        return convert(model, FLOAT32), PrecisionChoice(requested, FLOAT32, {})
+        return convert(model, FLOAT32), PrecisionChoice(requested, FLOAT32, {}, streams)
     names = (candidates or native_precisions()) if requested == AUTO_DTYPE else (requested,)
     built = {name: convert(model, name) for name in dict.fromkeys((FLOAT32, *names))}
     times = timer(built)
     name = pick_fastest(times) if requested == AUTO_DTYPE else requested
-    choice = PrecisionChoice(requested, name, times)
+    choice = PrecisionChoice(requested, name, times, streams)
     if requested != AUTO_DTYPE and slower_than_float32(times, requested):
         log.warning(
             "--dtype %s is slower than float32 on this CPU (%s); --dtype auto picks the fastest",
@@ -122,9 +138,11 @@ def choose_precision(
     return built[name], choice
 
 
-def time_turns(models: Mapping[str, SimulTransformer]) -> dict[str, float]:
-    """Best-of-`REPEATS` CPU ms of one representative batched turn per model, interleaved so
-    that a burst of load from elsewhere hits every precision alike.
+def time_turns(
+    models: Mapping[str, SimulTransformer], *, streams: int = TURN_STREAMS
+) -> dict[str, float]:
+    """Best-of-`REPEATS` CPU ms of one representative batched turn of `streams` streams per
+    model, interleaved so that a burst of load from elsewhere hits every precision alike.
 
     On one torch thread and in this thread's CPU time, not wall time: on a busy machine wall
     time measures the scheduler (with 2 threads at load 24, both precisions took 2.9 s a turn
@@ -132,7 +150,7 @@ def time_turns(models: Mapping[str, SimulTransformer]) -> dict[str, float]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        turns = {name: _turn(model) for name, model in models.items()}
+        turns = {name: _turn(model, streams) for name, model in models.items()}
         for run in turns.values():  # warm-up: first calls allocate and pick kernels
             run()
         best = dict.fromkeys(turns, float("inf"))
@@ -146,11 +164,11 @@ def time_turns(models: Mapping[str, SimulTransformer]) -> dict[str, float]:
     return best
 
 
-def _turn(model: SimulTransformer) -> Callable[[], None]:
-    """One server turn of `TURN_ROWS` streams on random tokens: two new source tokens through
-    the encoder (cache of TURN_SOURCE - 2) and one decoder step (cache of TURN_TARGET)."""
+def _turn(model: SimulTransformer, streams: int) -> Callable[[], None]:
+    """One turn of `streams` streams on random tokens: two new source tokens through the
+    encoder (cache of TURN_SOURCE - 2) and one decoder step (cache of TURN_TARGET)."""
     cfg = model.cfg
-    b, s, t = TURN_ROWS, TURN_SOURCE, TURN_TARGET
+    b, s, t = streams, TURN_SOURCE, TURN_TARGET
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(4, cfg.vocab_size, (b, s), generator=g)  # (B, S)
     last = torch.randint(4, cfg.vocab_size, (b,), generator=g)  # (B,)
