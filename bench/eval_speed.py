@@ -177,9 +177,9 @@ def main() -> int:
     src.write_text("\n".join(args.source.read_text().splitlines()[: args.limit]) + "\n")
     ref.write_text("\n".join(args.reference.read_text().splitlines()[: args.limit]) + "\n")
     model_args = ["--model", str(model)] if model else []
-    if args.dtype == "auto":
+    asked = args.dtype
+    if asked == "auto":
         args.dtype = auto_precision(model, args.batch_size)
-        print(f"--dtype auto: {args.dtype} (what simulmt eval picks here), on both sides")
     se_threads = args.simuleval_threads or args.threads * args.jobs
     env_threads = f"import torch; torch.set_num_threads({se_threads});"
 
@@ -234,6 +234,8 @@ def main() -> int:
         f"({one / many:.1f}x: what batching alone gains on this CPU)",
         flush=True,
     )
+    if asked == "auto":
+        print(f"--dtype auto: {args.dtype} (what simulmt eval picks here), on both sides")
     ratios: list[tuple[float, float]] = []
     for _ in range(args.repeats):  # alternating: each pair sees the machine as it is then
         t_ours, ours = timed(ours_cmd)

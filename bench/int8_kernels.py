@@ -10,7 +10,7 @@ batch, and the largest error against float32 relative to the output's largest va
 representative turn that `--dtype auto` times at load, per precision, on the bundled model,
 int8 on each kernel: `_int_mm` and fbgemm with per-row scales, fbgemm with the model folder's
 calibrated ranges (int8_ranges.json), best of 3 rounds of `time_turns`, for turns of each
-width in --streams (serve times 8, translate 1, eval its batch up to 64).
+width in --streams (serve times 8, translate 1, eval its batch up to 128).
 
     .venv/bin/python bench/int8_kernels.py [--model DIR] [--rows 1 8 32 100] [--streams 1 8 64]
 """

@@ -116,9 +116,9 @@ def test_auto_times_a_turn_as_wide_as_the_work_capped(
     widths: list[int] = []
     real = precision._turn
 
-    def spy(net: SimulTransformer, streams: int):  # type: ignore[no-untyped-def]
-        widths.append(streams)
-        return real(net, streams)
+    def spy(net: SimulTransformer, inputs):  # type: ignore[no-untyped-def]
+        widths.append(inputs.ids.shape[0])  # (B, S): the streams of the timed turn
+        return real(net, inputs)
 
     monkeypatch.setattr(precision, "_turn", spy)
     expected = {1: 1, 3: 3, 10_000: precision.MAX_TIMED_STREAMS}

@@ -10,10 +10,10 @@ pass over two new words and one decoder step), best of `REPEATS` interleaved run
 and the fastest wins; one that is not clearly faster than float32 (`MIN_GAIN`) never does.
 
 The turn has as many streams as the caller's work has at once, because the winner depends on
-it: on a Xeon with AMX int8 wins a server's turn of 8 streams (8.7 ms against bfloat16's 12.5)
-and bfloat16 an evaluation's batch of 64 (25.6 against 30.1 ms). A server times
+it: on a Xeon with AMX int8 wins a server's turn of 8 streams (7.8 ms against bfloat16's 12.9)
+and bfloat16 an evaluation's batch of 128 (40.8 against 46.1 ms). A server times
 `TURN_STREAMS`, one session 1, `simulmt eval` its batch size, capped at `MAX_TIMED_STREAMS`
-(past the cross-over, and timing grows with the streams). Choosing costs under a second of
+(past the cross-over, and timing grows with the streams). Choosing costs up to about a second of
 CPU and is logged with the times.
 """
 
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
+from simulmt.model.config import ModelConfig
 from simulmt.model.devices import cpu_flags
 from simulmt.model.runtime import AUTO_DTYPE, DTYPE_NAMES
 from simulmt.model.transformer import SimulTransformer
@@ -39,7 +40,7 @@ FLOAT32 = "float32"
 MIN_GAIN = 0.10  # another precision must beat float32 by 10%: timing noise never picks a slower
 REPEATS = 3  # timed runs per precision (interleaved, best kept: robust to a busy neighbour)
 TURN_STREAMS = 8  # streams in the timed turn by default: a loaded server's batch
-MAX_TIMED_STREAMS = 64  # a wider turn decides as 64 does and costs more to time
+MAX_TIMED_STREAMS = 128  # a wider turn decides as 128 does and costs more to time
 TURN_SOURCE = 16  # source tokens each timed stream has read
 TURN_TARGET = 8  # target tokens each timed stream has written
 
@@ -150,7 +151,8 @@ def time_turns(
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        turns = {name: _turn(model, streams) for name, model in models.items()}
+        inputs = _inputs(next(iter(models.values())).cfg, streams)  # the same for every model
+        turns = {name: _turn(model, inputs) for name, model in models.items()}
         for run in turns.values():  # warm-up: first calls allocate and pick kernels
             run()
         best = dict.fromkeys(turns, float("inf"))
@@ -164,21 +166,47 @@ def time_turns(
     return best
 
 
-def _turn(model: SimulTransformer, streams: int) -> Callable[[], None]:
-    """One turn of `streams` streams on random tokens: two new source tokens through the
-    encoder (cache of TURN_SOURCE - 2) and one decoder step (cache of TURN_TARGET)."""
-    cfg = model.cfg
+@dataclass(frozen=True)
+class _TurnInputs:
+    """One timed turn's inputs in float32, made once for every precision: random tokens and
+    random K/V caches (only their shapes matter to the time; an encoder pass to make real
+    ones cost more than the timed turns, 0.3 s at 64 streams)."""
+
+    ids: torch.Tensor  # (B, S) source tokens
+    last: torch.Tensor  # (B,) the last target token
+    enc_past: torch.Tensor  # (L_enc, 2, B, H, S - 2, dh) the encoder's cache before the 2 new
+    cross: torch.Tensor  # (L_dec, 2, B, H, S, dh) cross-attention K/V
+    past: torch.Tensor  # (L_dec, 2, B, H, T, dh) the decoder's self-attention cache
+
+
+def _inputs(cfg: ModelConfig, streams: int) -> _TurnInputs:
     b, s, t = streams, TURN_SOURCE, TURN_TARGET
     g = torch.Generator().manual_seed(0)
-    ids = torch.randint(4, cfg.vocab_size, (b, s), generator=g)  # (B, S)
-    last = torch.randint(4, cfg.vocab_size, (b,), generator=g)  # (B,)
-    with torch.no_grad():
-        memory, enc = model.encode(ids)  # (B, S, D); per layer (B, H, S, dh)
-        cross = model.cross_kv(memory)  # per layer (B, H, S, dh)
-    enc_past = [(k[:, :, : s - 2], v[:, :, : s - 2]) for k, v in enc]  # causal: a prefix's K/V
-    shape = (b, cfg.n_heads, t, cfg.head_dim)
-    kv = torch.randn(cfg.dec_layers, 2, *shape, generator=g).to(model.dtype)  # (L, 2, B, H, T, dh)
-    past = [(layer[0], layer[1]) for layer in kv]  # per layer (B, H, T, dh)
+
+    def kv(layers: int, length: int) -> torch.Tensor:
+        return torch.randn(layers, 2, b, cfg.n_heads, length, cfg.head_dim, generator=g)
+
+    return _TurnInputs(
+        ids=torch.randint(4, cfg.vocab_size, (b, s), generator=g),
+        last=torch.randint(4, cfg.vocab_size, (b,), generator=g),
+        enc_past=kv(cfg.enc_layers, s - 2),
+        cross=kv(cfg.dec_layers, s),
+        past=kv(cfg.dec_layers, t),
+    )
+
+
+def _turn(model: SimulTransformer, inputs: _TurnInputs) -> Callable[[], None]:
+    """One turn on `inputs`' streams: two new source tokens through the encoder (cache of
+    TURN_SOURCE - 2) and one decoder step (cache of TURN_TARGET)."""
+    b, s = inputs.ids.shape
+    t = inputs.past.shape[-2]
+    ids, last = inputs.ids, inputs.last
+
+    def layers(kv: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        kv = kv.to(model.dtype)  # the model's cache precision (float32 for int8)
+        return [(layer[0], layer[1]) for layer in kv]  # per layer (B, H, length, dh)
+
+    enc_past, cross, past = layers(inputs.enc_past), layers(inputs.cross), layers(inputs.past)
     positions = torch.full((b,), t)  # (B,)
     past_valid = torch.ones(b, t, dtype=torch.bool)  # (B, T)
     cross_valid = torch.ones(b, s, dtype=torch.bool)  # (B, S)
