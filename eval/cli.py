@@ -1,4 +1,4 @@
-"""Evaluate policies on a test set: BLEU, chrF and latency (AL, LAAL, DAL, AP, CA-AL, flicker)."""
+"""Evaluate policies on a test set: BLEU, chrF, latency (AL, LAAL, YAAL, DAL, AP) and flicker."""
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import ast
 import importlib
 import subprocess
@@ -9,7 +10,7 @@ import sys
 
 import pytest
 
-from simulmt.cli.commands import COMMANDS, chosen_command
+from simulmt.cli.commands import COMMANDS, EPILOG, chosen_command, main
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
@@ -17,6 +18,24 @@ def test_each_commands_help_is_its_modules_first_docstring_line(name: str) -> No
     module = importlib.import_module(COMMANDS[name].module)
     assert (module.__doc__ or "").strip().splitlines()[0] == COMMANDS[name].help
     assert callable(module.add_arguments) and callable(module.run)
+
+
+def test_the_top_level_help_starts_with_what_users_run_and_names_real_commands(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert exit_info.value.code == 0 and "start with:" in out and "usage: simulmt" in out
+    suggested = [line.split()[1] for line in EPILOG.splitlines() if line.startswith("  simulmt ")]
+    assert suggested and set(suggested) <= set(COMMANDS)
+    order = list(COMMANDS)
+    assert order.index("serve") < order.index("train") and order[0] == "translate"
+    for line in EPILOG.splitlines():
+        if line.startswith("  simulmt eval"):  # the example's options exist
+            parser = argparse.ArgumentParser()
+            importlib.import_module(COMMANDS["eval"].module).add_arguments(parser)
+            parser.parse_args(line.split()[2:])
 
 
 @pytest.mark.parametrize(

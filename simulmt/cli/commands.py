@@ -1,4 +1,5 @@
-"""Command-line entry point: `simulmt <command> …`. Subcommands live in their own modules."""
+"""Command-line entry point: `simulmt <command> …`. Subcommands live in their own modules.
+Users see DESCRIPTION and EPILOG, not this."""
 
 from __future__ import annotations
 
@@ -13,6 +14,20 @@ from importlib import metadata
 from simulmt import __version__
 from simulmt.model.runtime import tune_allocator, tune_allocator_for_training
 
+DESCRIPTION = """\
+simulmt translates text while it is still arriving (the bundled model: German to English):
+live captions over websockets, evaluation of read/write policies, and the tools to train
+models on your own data."""
+EPILOG = """\
+start with:
+  simulmt serve                 live captions at http://127.0.0.1:8765/ (bundled model)
+  simulmt translate             type or pipe German text, see the captions as they grow
+  simulmt eval --policy wait-k:k=3 --source test.de --reference test.en
+                                BLEU and latency of a policy on a test set
+  simulmt policies              the read/write policies and their arguments
+
+`simulmt COMMAND --help` lists a command's options; the project's docs/cli.md has them all."""
+
 
 @dataclass(frozen=True)
 class Command:
@@ -26,6 +41,35 @@ class Command:
 
 
 COMMANDS: dict[str, Command] = {
+    # using the engine
+    "translate": Command(
+        "simulmt.cli.translate",
+        "Translate text as it streams in (`simulmt translate`): live terminal captions or JSON "
+        "lines.",
+    ),
+    "serve": Command(
+        "simulmt.server.cli",
+        "Serve live captions over websockets (`simulmt.v1`), the captions page and /healthz.",
+    ),
+    "client": Command(
+        "simulmt.client.cli",
+        "Stream text to a captioning server and show live captions; write WebVTT/SRT from "
+        "finals.",
+    ),
+    "eval": Command(
+        "simulmt.eval.cli",
+        "Evaluate policies on a test set: BLEU, chrF, latency (AL, LAAL, YAAL, DAL, AP) and "
+        "flicker.",
+    ),
+    "plot": Command(
+        "simulmt.eval.plot_cli",
+        "Plot quality–latency curves (BLEU vs AL) from `simulmt eval --output` directories.",
+    ),
+    "policies": Command(
+        "simulmt.policies.cli",
+        "List the registered read/write policies with their arguments, types and defaults.",
+    ),
+    # building a model
     "data": Command(
         "simulmt.data.cli",
         "Build the German–English corpus (`data build`) and its sentencepiece model (`data "
@@ -33,11 +77,6 @@ COMMANDS: dict[str, Command] = {
     ),
     "train": Command(
         "simulmt.train.cli", "Train a prefix-to-prefix translation model (`simulmt train`)."
-    ),
-    "translate": Command(
-        "simulmt.cli.translate",
-        "Translate text as it streams in (`simulmt translate`): live terminal captions or JSON "
-        "lines.",
     ),
     "export": Command(
         "simulmt.train.export",
@@ -52,28 +91,6 @@ COMMANDS: dict[str, Command] = {
     "soup": Command(
         "simulmt.train.soup",
         "Average the weights of model folders fine-tuned from one model (`simulmt soup`).",
-    ),
-    "policies": Command(
-        "simulmt.policies.cli",
-        "List the registered read/write policies with their arguments, types and defaults.",
-    ),
-    "eval": Command(
-        "simulmt.eval.cli",
-        "Evaluate policies on a test set: BLEU, chrF and latency (AL, LAAL, DAL, AP, CA-AL, "
-        "flicker).",
-    ),
-    "plot": Command(
-        "simulmt.eval.plot_cli",
-        "Plot quality–latency curves (BLEU vs AL) from `simulmt eval --output` directories.",
-    ),
-    "serve": Command(
-        "simulmt.server.cli",
-        "Serve live captions over websockets (`simulmt.v1`), the captions page and /healthz.",
-    ),
-    "client": Command(
-        "simulmt.client.cli",
-        "Stream text to a captioning server and show live captions; write WebVTT/SRT from "
-        "finals.",
     ),
     "train-policy": Command(
         "simulmt.policies.train_policy",
@@ -119,10 +136,13 @@ def version_line() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(prog="simulmt", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="simulmt", description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("--version", action="version", version=version_line())
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     chosen = chosen_command(argv)
     for name, command in COMMANDS.items():
         p = sub.add_parser(name, help=command.help)
