@@ -13,6 +13,8 @@ cd "$(dirname "$0")/.."
 VENV=${VENV:-/tmp/gpu-venv}
 WORK=${WORK:-/tmp/gpu-dryrun}
 PY312=${PY312:-$(command -v python3.12 || echo /root/.pyenv/versions/3.12.1/bin/python)}
+# a pyenv shim is on PATH even where its global version is not 3.12: try the version's own
+"$PY312" -c '' 2>/dev/null || PY312=/root/.pyenv/versions/3.12.1/bin/python
 for pack in cache/corpus-pack cache/corpus-pack-student; do
   [[ -f $pack/pack.json ]] || { echo "missing $pack: build it first (notes, GPU campaign)" >&2; exit 2; }
 done

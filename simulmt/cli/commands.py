@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     chosen = chosen_command(argv)
     for name, command in COMMANDS.items():
-        p = sub.add_parser(name, help=command.help)
+        p = sub.add_parser(name, help=command.help, description=command.help)
         if name == chosen:  # the others stay unimported: only their names and help are listed
             module = importlib.import_module(command.module)
             module.add_arguments(p)
