@@ -70,7 +70,8 @@ class Start:
     segmentation: Segmentation | None = None
     segment_lookahead: int | None = None  # auto only: words the detector reads past a boundary
     drop_fillers: bool = True  # "fillers": "drop" (default) or "keep" hesitation sounds
-    # "numbers": "localise" (default: "2.100" copied from German is written "2,100") or "keep"
+    # "numbers": "localise" (default: numbers the model would miscopy reach it as placeholders
+    # and are written from the source in the target's notation, "2.100" as "2,100") or "keep"
     localise_numbers: bool = True
     # "input_kind": "text" (words as written; the default) or "recognizer" (a speech recognizer's
     # lowercase words without punctuation: case and commas are restored first)
@@ -227,9 +228,9 @@ def _parse_start(raw: Mapping[str, Any], *, default_policy: str, max_beam: int) 
     if numbers not in ("localise", "keep"):
         raise ProtocolError(
             ErrorCode.BAD_START,
-            f"start.numbers is {repr(numbers)[:40]}; accepted: 'localise' (a number copied "
-            "in the source's notation, German 2.100 or 16,1, is written in the target's, 2,100 "
-            "or 16.1; the default) or 'keep' (as the model writes it)",
+            f"start.numbers is {repr(numbers)[:40]}; accepted: 'localise' (numbers are written "
+            "as the source has them, in the target's notation: German 2.100 or 16,1 as 2,100 "
+            "or 16.1; the default) or 'keep' (as the model writes them)",
         )
     try:
         input_kind = InputKind.parse(data.get("input_kind", InputKind.TEXT.value))

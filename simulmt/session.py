@@ -27,6 +27,7 @@ from simulmt.defaults import DEFAULT_POLICY, SEGMENT_LOOKAHEAD
 from simulmt.engine import Engine
 from simulmt.input.fillers import filler_ends_sentence, is_filler
 from simulmt.input.kinds import InputKind
+from simulmt.input.placeholders import Placeholders
 from simulmt.input.sentences import BoundaryDetector, Segmentation, Sentence, SentenceCutter
 from simulmt.input.stages import make_detector, make_restorer
 from simulmt.input.textcheck import BAD, describe
@@ -137,9 +138,11 @@ class Session:
         `drop_fillers`: hesitation sounds ("äh", "ähm", "hm"; `simulmt.input.fillers`) never reach
         the model (a filler that ends a sentence, "äh.", still ends it in `punctuation` mode).
 
-        `localise_numbers`: a number the model copies in the source's notation is written in
-        the target's ("2.100" -> "2,100" for de→en; `simulmt.output.numbers`); False: as the model
-        wrote it.
+        `localise_numbers`: numbers the model would miscopy reach it as placeholders and come
+        back as the source's numbers, and currency signs it never learnt as words
+        (`simulmt.input.placeholders`); a number the model copies in the source's notation is
+        written in the target's ("2.100" -> "2,100" for de→en; `simulmt.output.numbers`).
+        False: the model reads the numbers and writes them as it does.
 
         `beam` is a shorthand for `options=SearchOptions(beam=…)`; give one or the other
         (ValueError for both: the beam of `options` would silently win).
@@ -179,6 +182,7 @@ class Session:
         self.segmentation = Segmentation.parse(segmentation)
         self.drop_fillers = drop_fillers
         self.fillers_dropped = 0  # hesitation sounds received and left out
+        self.localise_numbers = localise_numbers
         self.numbers = (
             NumberNotation.for_pair(engine.info.src, engine.info.tgt) if localise_numbers else None
         )
@@ -208,7 +212,8 @@ class Session:
         )
         self.sentences: list[Sentence] = self.cutter.sentences  # [0] is being decoded
         self.stream: StreamState | None = None  # the decoding state of sentences[0]
-        self.display = Display(numbers=self.numbers)  # what updates showed of sentences[0]
+        self.placeholders = self._placeholders()  # the model's view of sentences[0]
+        self.display = Display(numbers=self.numbers, placeholders=self.placeholders)
         self.encoded = 0  # words of sentences[0] already encoded
         self.closed = False
         self._has_work = False  # set by `plan`; new input sets it too
@@ -349,13 +354,25 @@ class Session:
         self.search.apply(self.stream, self._view(), req, res)
         self._emit(out)
 
+    def _placeholders(self) -> Placeholders | None:
+        if not self.localise_numbers:
+            return None
+        return Placeholders(notation=self.numbers, src_lang=self.engine.info.src)
+
     def _start_stream(self) -> list[str]:
-        """The current sentence's words not yet encoded (starting its stream if none)."""
+        """The current sentence's words not yet encoded, as the model reads them (starting
+        its stream if none)."""
         if self.stream is None and self.sentences:
             self.stream, self.encoded = StreamState(), 0
-            self.display = Display(numbers=self.numbers)
+            self.placeholders = self._placeholders()
+            self.display = Display(numbers=self.numbers, placeholders=self.placeholders)
             self._held_since = None
-        return self.sentences[0].words[self.encoded :] if self.stream is not None else []
+        if self.stream is None:
+            return []
+        words = self.sentences[0].words
+        if self.placeholders is not None:
+            words = self.placeholders.model_words(words)
+        return words[self.encoded :]
 
     def _settle(self, out: list[Update], *, encode: bool = True) -> bool:
         """Encode newly arrived words (or, without `encode`, return False if some wait);

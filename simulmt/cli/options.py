@@ -314,8 +314,10 @@ def add_session_arguments(
     a(
         "--keep-number-format",
         action="store_true",
-        help="write numbers as the model copies them (German 2.100, 16,1); by default a number "
-        "copied in the source's notation is written in the target's (2,100, 16.1)",
+        help="let the model read and copy numbers and currency signs itself (it writes German "
+        "2.100, 16,1 and drops digit groups: 700.000 as 70,000); by default a number it would "
+        "miscopy reaches it as a placeholder and is written from the source in the target's "
+        "notation (700,000, 16.1), and £ € ¥ reach it as words",
     )
     if not old_spellings:
         return

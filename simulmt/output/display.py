@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from simulmt.data.tokenizer import Tokenizer
+from simulmt.input.placeholders import Placeholders
 from simulmt.input.sentences import Sentence
 from simulmt.output.numbers import NumberNotation
 from simulmt.output.updates import Update
@@ -30,6 +31,8 @@ class Display:
     shown_final: bool = False
     # rewrites numbers copied in the source's notation ("2.100" -> "2,100"); None: as written
     numbers: NumberNotation | None = None
+    # the sentence's numbers behind the placeholders the model read; None: none used
+    placeholders: Placeholders | None = None
 
     def update(
         self,
@@ -60,8 +63,8 @@ class Display:
                 return None
         self.shown_tail = tail_ids
         tentative = "" if st.done or not tail_ids else tokenizer.decode(list(tail_ids))
-        if tentative and self.numbers is not None:
-            tentative = " ".join(self.numbers.localise_words(tentative.split(), sent.words))
+        if tentative and (self.numbers is not None or self.placeholders is not None):
+            tentative = " ".join(self._localise(tentative.split(), sent.words))
         if tentative and self.words:
             tentative = " " + tentative
         if not new_words and tentative == self.shown_tentative and not st.done:
@@ -98,6 +101,14 @@ class Display:
             words = tok.decode(ids[s:e]).split()
             self.words += words
             self.word_delays += [delay] * len(words)
-        if self.numbers is not None:
-            self.words[first_new:] = self.numbers.localise_words(self.words[first_new:], source)
+        self.words[first_new:] = self._localise(self.words[first_new:], source)
         self.decoded_tokens = end
+
+    def _localise(self, words: list[str], source: list[str]) -> list[str]:
+        """Placeholders written as their numbers, then numbers copied in the source's notation
+        in the target's."""
+        if self.placeholders is not None:
+            words = self.placeholders.restore(words)
+        if self.numbers is not None:
+            words = self.numbers.localise_words(words, source)
+        return words
