@@ -130,8 +130,14 @@ class CaptionServer:
         await ws.close()  # never reached: _metrics_request answers every request
 
     async def _await_model(self) -> None:
+        timeout = self.config.load_timeout_s
         try:
-            engine = await self.worker.wait_loaded()
+            async with asyncio.timeout(timeout):
+                engine = await self.worker.wait_loaded()
+        except TimeoutError:
+            logger.critical("the model did not load within %g s (--load-timeout-s)", timeout)
+            self._on_failure(WorkerState.LOAD_HUNG)
+            return
         except Exception:
             self.phase = Phase.FAILED
             return
@@ -163,6 +169,8 @@ class CaptionServer:
     async def wait_ready(self) -> None:
         assert self._load_task is not None, "start() first"
         await asyncio.shield(self._load_task)
+        if self.worker_failure is WorkerState.LOAD_HUNG:
+            raise TimeoutError(f"the model did not load within {self.config.load_timeout_s:g} s")
         await self.worker.wait_loaded()  # re-raises a loading failure
 
     @property
@@ -181,7 +189,7 @@ class CaptionServer:
         worker = self.worker_state()
         body: dict[str, object] = {
             "status": self.phase.value,
-            "worker": worker.value,  # loading, ok, load_failed, dead, stuck, stopped
+            "worker": worker.value,  # loading, ok, load_failed, load_hung, dead, stuck, stopped
             "sessions": len(self.table.sessions),  # started, parked included
             "parked": self.table.parked,
             "connections": len(self.connections),

@@ -98,6 +98,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"{d.worker_stall_s:g})",
     )
     parser.add_argument(
+        "--load-timeout-s",
+        type=float,
+        default=d.load_timeout_s,
+        help="a model still loading after this long will not load (a hung disk or device): "
+        f"/healthz turns 503 and the process exits with status {EXIT_WORKER_FAILED} (default "
+        f"{d.load_timeout_s:g})",
+    )
+    parser.add_argument(
         "--max-batch",
         type=int,
         default=d.max_batch,
@@ -195,6 +203,7 @@ def config_from_args(args: argparse.Namespace, *, port: int | None = None) -> Se
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
         worker_stall_s=args.worker_stall_s,
+        load_timeout_s=args.load_timeout_s,
         max_batch=args.max_batch,
         batch_window_ms=args.batch_window_ms,
         steps_per_turn=args.steps_per_turn,
@@ -265,8 +274,15 @@ async def _serve(config: ServerConfig, load: Callable[[], Engine], name: str) ->
     ready = asyncio.create_task(server.wait_ready())
     await asyncio.wait({ready, asyncio.create_task(stop.wait())}, return_when="FIRST_COMPLETED")
     if ready.done() and ready.exception() is not None:
-        print(f"simulmt serve: model failed to load: {ready.exception()}", file=sys.stderr)
         await server.stop()
+        if server.failed.is_set():  # hung: another try may load it
+            print(
+                f"simulmt serve: {ready.exception()}; exiting with status {EXIT_WORKER_FAILED} "
+                "so that a supervisor restarts the server",
+                file=sys.stderr,
+            )
+            return EXIT_WORKER_FAILED
+        print(f"simulmt serve: model failed to load: {ready.exception()}", file=sys.stderr)
         return 1
     if ready.done():
         host = f"[{config.host}]" if ":" in config.host else config.host
@@ -355,4 +371,5 @@ def _child_args(args: argparse.Namespace, *, port: int, threads: int) -> list[st
         out += ["--metrics-port", str(args.metrics_port + port - args.port)]
         out += ["--metrics-host", args.metrics_host]
     out += ["--worker-stall-s", str(args.worker_stall_s)]
+    out += ["--load-timeout-s", str(args.load_timeout_s)]
     return out  # the token goes through the environment, not the process list

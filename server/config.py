@@ -123,6 +123,10 @@ class ServerConfig:
     # a model turn running longer than this means a stuck worker: /healthz 503, process exits
     # (a step of the bundled model takes milliseconds; loading the model is not a turn)
     worker_stall_s: float = 60.0
+    # a model still loading after this long will not load (a hung network file system or
+    # device): /healthz 503, process exits for a supervisor to restart it. The bundled model
+    # loads in about a second; a large one from a slow disk in a minute or two
+    load_timeout_s: float = 600.0
     step_retries: int = 2  # failed batched turns in a row a session is retried alone after
 
     def __post_init__(self) -> None:
@@ -162,7 +166,7 @@ class ServerConfig:
             )
         if self.metrics_port is not None and not 0 <= self.metrics_port <= 65535:
             raise ValueError(f"metrics_port must be in 0..65535, got {self.metrics_port}")
-        if self.worker_stall_s <= 0 or self.step_retries < 0:
-            raise ValueError("need worker_stall_s > 0 and step_retries >= 0")
+        if self.worker_stall_s <= 0 or self.step_retries < 0 or self.load_timeout_s <= 0:
+            raise ValueError("need worker_stall_s > 0, load_timeout_s > 0 and step_retries >= 0")
         if self.token == "":
             raise ValueError("token must be a non-empty string or None")

@@ -4,7 +4,8 @@ start a new one.
 
 Dead: the worker thread is gone although nobody stopped it. Stuck: one turn (a batched model
 step, or building a session) has run for longer than `stall_s`; a step of the bundled model
-takes milliseconds, so a minute means the worker will not come back.
+takes milliseconds, so a minute means the worker will not come back. Load hung: the model is
+still loading after the load timeout (`CaptionServer` checks it while it waits).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class WorkerState(enum.Enum):
     LOADING = "loading"  # the model is being loaded
     OK = "ok"
     LOAD_FAILED = "load_failed"
+    LOAD_HUNG = "load_hung"  # still loading after the load timeout: it will not load
     DEAD = "dead"  # the thread ended while the server runs
     STUCK = "stuck"  # one turn has run for longer than the stall time
     STOPPED = "stopped"  # the server stopped it
@@ -31,7 +33,7 @@ class WorkerState(enum.Enum):
     @property
     def failed(self) -> bool:
         """The worker will not come back: the process should end."""
-        return self in (WorkerState.DEAD, WorkerState.STUCK)
+        return self in (WorkerState.DEAD, WorkerState.STUCK, WorkerState.LOAD_HUNG)
 
 
 def worker_state(worker: Worker, *, stall_s: float) -> WorkerState:

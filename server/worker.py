@@ -27,6 +27,7 @@ from simulmt.session import InputError, Session, advance, check_words
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+LOAD_POLL_S = 0.05  # how often `wait_loaded` looks whether the model has loaded
 
 
 @dataclass
@@ -99,8 +100,11 @@ class Worker:
         self._thread.start()
 
     async def wait_loaded(self) -> Engine:
-        """Wait for the model; raise what loading raised."""
-        await asyncio.to_thread(self._loaded.wait)
+        """Wait for the model; raise what loading raised. Polls rather than blocking a helper
+        thread: a load that never ends would leave that thread waiting, and the process
+        could not exit to be restarted."""
+        while not self._loaded.is_set():
+            await asyncio.sleep(LOAD_POLL_S)
         if self.load_error is not None:
             raise self.load_error
         assert self.engine is not None

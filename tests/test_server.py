@@ -282,6 +282,28 @@ async def test_healthz_is_503_until_the_model_loads() -> None:
         await server.stop()
 
 
+async def test_a_model_that_never_loads_fails_the_server_after_the_load_timeout() -> None:
+    release = threading.Event()
+
+    def hung() -> Engine:
+        release.wait(timeout=60)  # a hung disk or device
+        return engine()
+
+    server = CaptionServer(ServerConfig(port=0, load_timeout_s=0.3), load=hung, model_name="x")
+    await server.start()
+    try:
+        url = f"http://127.0.0.1:{server.port}/healthz"
+        with pytest.raises(TimeoutError, match="did not load within 0.3 s"):
+            async with asyncio.timeout(20):
+                await server.wait_ready()
+        assert server.failed.is_set()  # `simulmt serve` exits for its supervisor to restart
+        status, _, body = await asyncio.to_thread(_get, url)
+        assert (status, json.loads(body)["worker"]) == (503, "load_hung")
+    finally:
+        release.set()
+        await server.stop()
+
+
 async def test_a_model_that_fails_to_load_is_reported() -> None:
     def broken() -> Engine:
         raise FileNotFoundError("no model at /nowhere")

@@ -241,3 +241,28 @@ async def test_workers_restart_a_process_whose_worker_died(tmp_path: Path) -> No
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+@pytest.mark.slow
+async def test_serve_exits_for_a_restart_when_the_model_never_loads() -> None:
+    """`simulmt serve` in a child process whose model load hangs: after --load-timeout-s it
+    exits with the status a supervisor restarts on, its hung loading thread no obstacle."""
+    script = (
+        "import sys, threading, simulmt.engine as E\n"
+        "from simulmt.cli import main\n"
+        "E.Engine.tiny = classmethod(lambda cls, seed=0: threading.Event().wait())\n"
+        "sys.exit(main(['serve', '--tiny', '--port', '0', '--threads', '1', "
+        "'--load-timeout-s', '1']))\n"
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", script,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 3, err.decode()[-2000:]
+    assert b"did not load within 1 s" in err and b"serving" not in out

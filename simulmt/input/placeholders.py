@@ -11,6 +11,9 @@ them as the word it knows ("Pfund" -> "pounds").
 
 Per sentence, word by word as the words arrive, so it adds no latency: a placeholder is never
 a number the sentence has shown so far, and a later number equal to one in use gets its own.
+A number grouped by spaces ("40 000", "100 000") keeps its groups after the first word as
+written: the model reads "40 000" or "36 000" and writes "40,000" or "36,000", whose first
+group is the placeholder.
 """
 
 from __future__ import annotations
@@ -37,8 +40,12 @@ CURRENCY_WORDS: dict[str, dict[str, str]] = {
 
 # a word that is one number, perhaps in brackets or quotes or followed by punctuation
 _NUMBER_WORD = re.compile(r"^([(\[\"'„“»«]*)(\d+(?:[.,]\d+)*)([^\w]*)$")
-# a number in a target word, not inside a longer one
-_TARGET_NUMBER = re.compile(r"(?<![\d.,])\d+(?![\d]|[.,]\d)")
+# a word of three digits after a number of at most three: a thousands group ("40 000")
+_GROUP = re.compile(r"^\d{3}(?:[^\w]*)$")
+_GROUPED = re.compile(r"^\d{1,3}$")
+# the first digit group of a number in a target word, not inside a longer one ("36" of "36,000":
+# the model writes "100 000" read as "36 000" as "36,000")
+_TARGET_NUMBER = re.compile(r"(?<![\d.,])\d+(?=(?:[.,]\d{3})*(?![\d]|[.,]\d))")
 _YEAR = re.compile(r"^(?:1[5-9]\d\d|20\d\d)$")
 _PUNCT = "()[].,;:!?\"'„“”»«"
 
@@ -61,8 +68,10 @@ class Placeholders:
         self.notation = notation
         self.currency = CURRENCY_WORDS.get(src_lang, {})
         self.numbers: dict[str, str] = {}  # placeholder -> the number in the target's notation
+        self._placeholder_of: dict[str, str] = {}  # the number as the source writes it -> its
         self._seen: set[str] = set()  # numbers of the sentence left as written
         self._model_words: list[str] = []
+        self._after_number = False  # the last word was a number a thousands group may follow
 
     def model_words(self, words: Sequence[str]) -> list[str]:
         """The model's view of the sentence's `words` received so far (a longer list each
@@ -72,6 +81,9 @@ class Placeholders:
         return self._model_words
 
     def _view(self, word: str) -> str:
+        after_number, self._after_number = self._after_number, _GROUPED.match(word) is not None
+        if after_number and _GROUP.match(word):
+            return word  # "40 000": the model copies the group with its number, as written
         if word.strip(_PUNCT) in self.currency:
             sign = word.strip(_PUNCT)
             return word.replace(sign, self.currency[sign])
@@ -79,6 +91,8 @@ class Placeholders:
         if m is None:
             return word
         before, number, after = m.groups()
+        if number in self._placeholder_of:  # the same number again: the same placeholder
+            return before + self._placeholder_of[number] + after
         if not at_risk(number) and number not in self.numbers:
             self._seen.add(number)
             return word
@@ -88,6 +102,7 @@ class Placeholders:
             return word
         converted = self.notation.convert(number) if self.notation is not None else None
         self.numbers[free[0]] = converted or number
+        self._placeholder_of[number] = free[0]
         return before + free[0] + after
 
     def restore(self, words: list[str]) -> list[str]:
