@@ -15,6 +15,7 @@ from simulmt.eval.corpus import (
     sentence_latency,
 )
 from simulmt.eval.loops import loop_rate
+from simulmt.eval.numbers import number_rate
 from simulmt.eval.options import RunConfig
 from simulmt.eval.quality import QualityScores, corpus_quality, quality_from_statistics
 from simulmt.eval.report import PolicyResult
@@ -47,7 +48,8 @@ def evaluate(
 ) -> Evaluation:
     """Stream every source line through a session under `policy` and score the outputs
     against `references` (one line each): BLEU and chrF with sacreBLEU's signatures, the
-    latency metrics, loop and split shares; per label too when `labels` gives one per line.
+    latency metrics, loop and split shares, numbers right; per label too when `labels` gives
+    one per line.
     `config` holds the search and session options (`simulmt eval`'s defaults), `latency`
     how latency is scored. ValueError if the lines do not pair up or one cannot be read."""
     config = config or RunConfig()
@@ -71,6 +73,9 @@ def evaluate(
         wall_s=sim.wall_s,
         loops=loop_rate(predictions),
         splits=split_rate(sources, predictions),
+        numbers=number_rate(
+            sources, references, predictions, src=engine.info.src, tgt=engine.info.tgt
+        ),
         groups=None if labels is None
         else _group_scores(labels, sim.stats, sentences, references, latency),  # fmt: skip
     )

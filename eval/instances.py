@@ -147,7 +147,7 @@ _SCORE_COLUMNS = [  # scores.tsv header (SimulEval's metric names) -> result key
     ("YAAL", "yaal"), ("YAAL_CA", "ca_yaal"), ("SWF", "swf"), ("EFSW", "efsw"),
     ("DSPTV", "dsptv"), ("degenerate", "degenerate"),
     ("NE", "normalized_erasure"), ("RPW", "revisions_per_word"), ("loops", "loops"),
-    ("splits", "splits"),
+    ("splits", "splits"), ("numbers", "numbers"),
     ("sentences", "sentences"), ("empty", "empty"),
 ]  # fmt: skip
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from simulmt.eval.corpus import LatencyConfig, SentenceStats
 from simulmt.eval.documents import Document
 from simulmt.eval.loops import loop_rate
+from simulmt.eval.numbers import number_rate
 from simulmt.eval.options import RunConfig
 from simulmt.eval.quality import QualityScores, corpus_quality
 from simulmt.eval.resegment import resegment
@@ -89,6 +90,9 @@ class LongFormResult:
     # sentence is one that read as two or more (simulmt.eval.splits); None: not counted
     loops: float | None = None
     splits: float | None = None
+    # % of the numbers the reference sentences repeat that the resegmented outputs write as
+    # they do (simulmt.eval.numbers); None: none to count, or no languages given
+    numbers: float | None = None
 
     def as_dict(self) -> dict[str, object]:
         q = self.quality
@@ -112,6 +116,7 @@ class LongFormResult:
             "wall_s": self.wall_s,
             "loops": self.loops,
             "splits": self.splits,
+            "numbers": self.numbers,
         }
 
 
@@ -165,8 +170,10 @@ def score_documents(
     config: LatencyConfig,
     *,
     wall_s: float = 0.0,
+    languages: tuple[str, str] | None = None,
 ) -> tuple[LongFormResult, list[DocumentResult]]:
-    """Resegment and score the stream outputs `stats` (one per document, same order)."""
+    """Resegment and score the stream outputs `stats` (one per document, same order).
+    `languages` (source, target): count numbers right in their notations; None: not counted."""
     if len(stats) != len(documents):
         raise ValueError(f"{len(stats)} stream outputs for {len(documents)} documents")
     results, first = [], 0
@@ -175,6 +182,7 @@ def score_documents(
         first += len(doc.references)
     hyps = [seg for r in results for seg in r.segments]
     refs = [ref for doc in documents for ref in doc.references]
+    sentence_sources = [" ".join(s) for doc in documents for s in doc.sources]
     lat = [x for r in results for x in r.latency if x is not None]
     result = LongFormResult(
         policy=policy,
@@ -191,7 +199,9 @@ def score_documents(
         config=config,
         wall_s=wall_s,
         loops=loop_rate(hyps),
-        splits=split_rate([" ".join(s) for doc in documents for s in doc.sources], hyps),
+        splits=split_rate(sentence_sources, hyps),
+        numbers=None if languages is None
+        else number_rate(sentence_sources, refs, hyps, src=languages[0], tgt=languages[1]),
     )
     return result, results
 
@@ -212,4 +222,7 @@ def evaluate_long_form(
     sources = [" ".join(doc.words) for doc in documents]
     references = [" ".join(doc.references) for doc in documents]
     sim = simulate(engine, policy, sources, references, config=run_config, progress=progress)
-    return score_documents(policy, documents, sim.stats, latency_config, wall_s=sim.wall_s)
+    return score_documents(
+        policy, documents, sim.stats, latency_config, wall_s=sim.wall_s,
+        languages=(engine.info.src, engine.info.tgt),
+    )

@@ -41,7 +41,8 @@ def write_long_form(directory: Path, result: LongFormResult, docs: list[Document
 _SCORE_COLUMNS = [  # scores.tsv header -> result key
     ("BLEU", "bleu"), ("chrF", "chrf"), ("StreamLAAL", "stream_laal"),
     ("StreamLAAL_median", "stream_laal_median"), ("StreamLAAL_CA", "ca_stream_laal"),
-    ("LongYAAL", "long_yaal"), ("LongYAAL_CA", "ca_long_yaal"), ("documents", "documents"),
+    ("LongYAAL", "long_yaal"), ("LongYAAL_CA", "ca_long_yaal"), ("numbers", "numbers"),
+    ("documents", "documents"),
     ("sentences", "sentences"), ("empty", "empty"),
 ]  # fmt: skip
 
@@ -53,15 +54,15 @@ def _fmt(x: float | None) -> str:
 def format_long_form(results: list[LongFormResult]) -> str:
     head = (
         "| policy | BLEU | chrF | StreamLAAL | median | CA-StreamLAAL (ms) | LongYAAL "
-        "| CA-LongYAAL (ms) | loops % | splits % | documents | sentences | empty |"
+        "| CA-LongYAAL (ms) | loops % | splits % | num % | documents | sentences | empty |"
     )
-    lines = [head, "|---|" + "---:|" * 12]
+    lines = [head, "|---|" + "---:|" * 13]
     for r in results:
         lines.append(
             f"| `{r.policy}` | {r.quality.bleu:.2f} | {r.quality.chrf:.2f} | "
             f"{_fmt(r.stream_laal)} | {_fmt(r.stream_laal_median)} | {_fmt(r.ca_stream_laal)} | "
             f"{_fmt(r.long_yaal)} | {_fmt(r.ca_long_yaal)} | {_fmt(r.loops)} | {_fmt(r.splits)} | "
-            f"{r.documents} | {r.sentences} | {r.empty} |"
+            f"{_fmt(r.numbers)} | {r.documents} | {r.sentences} | {r.empty} |"
         )
     if results:
         lines.append(f"BLEU: {results[0].quality.bleu_signature}")

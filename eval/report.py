@@ -39,6 +39,9 @@ class PolicyResult:
     loops: float | None = None  # % of outputs that loop (simulmt.eval.loops), None: not counted
     # % of single-sentence lines whose output has a sentence end inside (simulmt.eval.splits)
     splits: float | None = None
+    # % of the numbers the references repeat that the outputs write as they do
+    # (simulmt.eval.numbers); None: none to count
+    numbers: float | None = None
 
     def as_dict(self) -> dict[str, object]:
         """Flat JSON-able record: the keys of `simulmt eval --json` and scores.json."""
@@ -65,6 +68,7 @@ class PolicyResult:
             "wall_s": self.wall_s,
             "loops": self.loops,
             "splits": self.splits,
+            "numbers": self.numbers,
             **({"groups": self.groups} if self.groups is not None else {}),
         }
 
@@ -86,6 +90,7 @@ _COLUMNS = [  # (header, key, format)
     ("NE", "normalized_erasure", "{:.3f}"),
     ("loops %", "loops", "{:.1f}"),
     ("splits %", "splits", "{:.1f}"),
+    ("num %", "numbers", "{:.1f}"),
     ("sent", "sentences", "{}"),
     ("empty", "empty", "{}"),
 ]
