@@ -317,7 +317,7 @@ def add_session_arguments(
         help="let the model read and copy numbers and currency signs itself (it writes German "
         "2.100, 16,1 and drops digit groups: 700.000 as 70,000); by default a number it would "
         "miscopy reaches it as a placeholder and is written from the source in the target's "
-        "notation (700,000, 16.1), and £ € ¥ reach it as words",
+        "notation (700,000, 16.1), and currency signs (£ € ¥ $) reach it as words",
     )
     if not old_spellings:
         return

@@ -6,8 +6,9 @@ newstest2015 "700.000 Menschen" came out as "70,000 people", "250.000" as "25,00
 number at risk (three digits or more, or digit groups with separators) is shown to the model
 as such a placeholder, and the placeholder it writes is shown to the reader as the number, in
 the target's notation. Currency signs that the training corpora hardly contain ("£": four of
-282k German lines) came out as invented words ("145,50 £" -> "145.50 https"); the model reads
-them as the word it knows ("Pfund" -> "pounds").
+282k German lines) came out as invented words ("145,50 £" -> "145.50 https"), and "$" after
+its number, as German writes it, often lost the sign or the number ("7,5 Millionen $" -> "7.5
+million money"); the model reads them as the word it knows ("Pfund" -> "pounds").
 
 Per sentence, word by word as the words arrive, so it adds no latency: a placeholder is never
 a number the sentence has shown so far, and a later number equal to one in use gets its own.
@@ -35,7 +36,7 @@ PLACEHOLDERS = ("36", "27", "45", "28", "23", "17", "13", "21", "24", "22", "19"
 # Signs that stand alone as words ("5 Milliarden £", "(700.000 £)"), by source language: the
 # word the model reads instead.
 CURRENCY_WORDS: dict[str, dict[str, str]] = {
-    "de": {"£": "Pfund", "€": "Euro", "¥": "Yen"},
+    "de": {"£": "Pfund", "€": "Euro", "¥": "Yen", "$": "Dollar"},
 }
 
 # a word that is one number, perhaps in brackets or quotes or followed by punctuation
