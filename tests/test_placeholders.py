@@ -27,7 +27,7 @@ def _view(text: str) -> tuple[list[str], dict[str, str]]:
 
 def test_numbers_at_risk_become_placeholders_in_the_targets_notation() -> None:
     words, numbers = _view("Rund 700.000 Menschen , (3.000.000 $) und 6,4 Prozent , 430 Euro")
-    assert words == "Rund 36 Menschen , (27 $) und 45 Prozent , 28 Euro".split()
+    assert words == "Rund 36 Menschen , (27 Dollar) und 45 Prozent , 28 Euro".split()
     assert numbers == {"36": "700,000", "27": "3,000,000", "45": "6.4", "28": "430"}
 
 
