@@ -29,6 +29,8 @@ class RunConfig:
     loop_guard: int = SearchOptions.loop_guard
     # a sentence end before the source sentence is finished (simulmt.search.stops)
     premature_stops: PrematureStops = SearchOptions.premature_stops
+    # the bonus for the source's name pieces (simulmt.search.names; 0: off)
+    copy_bonus: float = SearchOptions.copy_bonus
     # what ends a sentence inside a line or document: punctuation keeps sentence-level results
     # comparable with earlier runs; auto (the boundary detector) is for unpunctuated streams
     segmentation: Segmentation = Segmentation.PUNCTUATION
@@ -51,6 +53,7 @@ class RunConfig:
             beam=self.beam, scoring=self.scoring, alpha=self.alpha, beta=self.beta,
             speculate=self.speculate, unit=self.unit,
             loop_guard=self.loop_guard, premature_stops=self.premature_stops,
+            copy_bonus=self.copy_bonus,
         )
 
     def __post_init__(self) -> None:

@@ -210,6 +210,7 @@ def config_from_args(args: argparse.Namespace, *, port: int | None = None) -> Se
         tentative_hold_ms=args.tentative_hold_ms,
         loop_guard=args.loop_guard,
         premature_stops=PrematureStops(args.premature_stops),
+        copy_bonus=args.copy_bonus,
         limits=Limits(
             idle_timeout_s=args.idle_timeout,
             live_max_sentence_words=args.live_max_sentence_words,
@@ -343,6 +344,8 @@ def _child_args(args: argparse.Namespace, *, port: int, threads: int) -> list[st
         str(args.loop_guard),
         "--premature-stops",
         args.premature_stops,
+        "--copy-bonus",
+        str(args.copy_bonus),
         "--live-max-sentence-words",
         str(args.live_max_sentence_words),
         "--idle-timeout",

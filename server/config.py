@@ -107,6 +107,8 @@ class ServerConfig:
     loop_guard: int = SearchOptions.loop_guard
     # a sentence end before the source sentence is finished, in every session (simulmt.search.stops)
     premature_stops: PrematureStops = SearchOptions.premature_stops
+    # the bonus for the source's name pieces, in every session (simulmt.search.names; 0 = off)
+    copy_bonus: float = SearchOptions.copy_bonus
     # a connection that drops (1006, 1001) leaves its session parked this long for a resume:
     # Wi-Fi hand-overs and proxy restarts take seconds, a closed laptop lid takes longer
     resume_window_s: float = 30.0

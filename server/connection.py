@@ -283,6 +283,7 @@ class Connection:
         )
         return _Factory(start, session_limits, loop_guard=self.config.loop_guard,
                         premature_stops=self.config.premature_stops,
+                        copy_bonus=self.config.copy_bonus,
                         tentative_hold_ms=self.config.tentative_hold_ms)
 
     def _attach(self, effect: Attach) -> None:
@@ -309,15 +310,17 @@ class _Factory:
     def __init__(self, start: Start, limits: SessionLimits, *,
                  loop_guard: int = SearchOptions.loop_guard,
                  premature_stops: PrematureStops = SearchOptions.premature_stops,
+                 copy_bonus: float = SearchOptions.copy_bonus,
                  tentative_hold_ms: float = 0.0) -> None:
         self.start, self.limits, self.loop_guard = start, limits, loop_guard
-        self.premature_stops = premature_stops
+        self.premature_stops, self.copy_bonus = premature_stops, copy_bonus
         self.tentative_hold_ms = tentative_hold_ms
 
     def __call__(self, engine: Engine) -> Session:
         _check_langs(engine, self.start)
         options = SearchOptions(beam=self.start.beam, loop_guard=self.loop_guard,
-                                premature_stops=self.premature_stops)
+                                premature_stops=self.premature_stops,
+                                copy_bonus=self.copy_bonus)
         segmentation = self.start.segmentation
         if segmentation is None:  # the server's default: auto when the model can
             segmentation = Segmentation.AUTO if engine.segmenter is not None else None

@@ -64,6 +64,7 @@ def test_each_search_default_is_the_one_of_search_options() -> None:
         args = parse(command, [])
         assert args.loop_guard == opts.loop_guard == ServerConfig().loop_guard > 0, command
         assert args.premature_stops == opts.premature_stops.value, command
+        assert args.copy_bonus == opts.copy_bonus == ServerConfig().copy_bonus == 0, command
     for command in ("translate", "eval"):
         args = parse(command, [])
         assert (args.beam, args.speculate, args.alpha, args.coverage, args.unit) == (

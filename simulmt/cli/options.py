@@ -170,7 +170,8 @@ def add_beam_arguments(parser: argparse.ArgumentParser, *, beam_only: bool = Fal
 
 
 def add_guard_arguments(parser: argparse.ArgumentParser) -> None:
-    """The two guards against degenerate output: loops, and sentence ends too early."""
+    """The guards against degenerate output (loops, sentence ends too early) and against
+    mangled names."""
     parser.add_argument(
         "--loop-guard",
         type=int,
@@ -188,6 +189,15 @@ def add_guard_arguments(parser: argparse.ArgumentParser) -> None:
         help="a sentence end (. ! ?) before the source sentence is finished: mask it, keep it "
         "tentative and drop it if more words follow, or allow it (the rule off; the model "
         f"then often splits one sentence into two) (default {default})",
+    )
+    parser.add_argument(
+        "--copy-bonus",
+        type=float,
+        default=_OPTS.copy_bonus,
+        metavar="B",
+        help="add B to the log-probability of each piece of the source's names (capitalised "
+        "words after the first, of two or more pieces), which the model often mangles "
+        f"(default {_OPTS.copy_bonus:g}; 0: off)",
     )
 
 
@@ -236,6 +246,7 @@ def search_settings(args: argparse.Namespace) -> dict[str, Any]:
         "unit": WriteUnit(args.unit),
         "loop_guard": args.loop_guard,
         "premature_stops": PrematureStops(args.premature_stops),
+        "copy_bonus": args.copy_bonus,
     }
 
 

@@ -40,6 +40,10 @@ class StepRequest:
     visible: int  # source tokens the beam may attend to (>= 1)
     attention: bool = False  # also return cross-attention weights (coverage penalty)
     peek: int = 0  # if > 0: also the best hypothesis' distribution with this many visible
+    # added to the log-probabilities of these tokens in every hypothesis' row (the pieces of
+    # the visible source's names: simulmt.search.names)
+    boost: tuple[int, ...] = ()
+    boost_by: float = 0.0
 
 
 @torch.no_grad()

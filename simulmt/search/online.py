@@ -171,7 +171,13 @@ class OnlineSearch:
         look = 0
         if signals and Signal.PEEK in self.policy.needs and st.words_read < src.n_words:
             look = st.source.visible(st.words_read + 1)
-        return StepRequest(st.source, st.beam, visible, self._attention, look)
+        return StepRequest(st.source, st.beam, visible, self._attention, look, *self._boost(st))
+
+    def _boost(self, st: StreamState) -> tuple[tuple[int, ...], float]:
+        """The tokens a step favours (the pieces of the names read so far) and by how much."""
+        if not self.opts.copy_bonus:
+            return (), 0.0
+        return st.names.read(st.source, st.words_read, self.tokenizer), self.opts.copy_bonus
 
     def _kept_signals(self, st: StreamState, src: SourceView) -> ModelSignals | None:
         """The signals kept from the step that found the last word boundary, if a decision
@@ -342,7 +348,8 @@ class OnlineSearch:
                     return None  # wait for the rest of the chunk (or any word)
             st.redecode = BeamState.start(list(st.committed))
         return StepRequest(
-            st.source, st.redecode, st.source.visible(st.words_read), self._attention
+            st.source, st.redecode, st.source.visible(st.words_read), self._attention, 0,
+            *self._boost(st),
         )
 
     def _apply_retranslation(self, st: StreamState, src: SourceView, res: StepResult) -> None:

@@ -72,6 +72,10 @@ class SearchOptions:
     # no committed sentence end before the source sentence is finished (simulmt.search.stops);
     # chosen on newstest2015 and the held-out test (docs/results.md, "Premature stops")
     premature_stops: PrematureStops = PrematureStops.MASK
+    # added to the log-probability of each piece of the source's names read so far
+    # (simulmt.search.names): the model mangles names it should copy; 0 = off (the model's
+    # own ranking). Every command line and the server read this default
+    copy_bonus: float = 0.0
     # the earlier name of `speculate` (deprecated; accepted until the next release)
     lookahead: InitVar[int | None] = None
 
@@ -86,6 +90,8 @@ class SearchOptions:
             raise ValueError(f"beam must be >= 1, got {self.beam}")
         if self.loop_guard < 0:
             raise ValueError(f"loop_guard must be >= 0 (0 = off), got {self.loop_guard}")
+        if not 0 <= self.copy_bonus <= 10:
+            raise ValueError(f"copy_bonus must be in [0, 10] (0 = off), got {self.copy_bonus}")
         if self.speculate < 1:
             raise ValueError(
                 f"speculate must be >= 1 (1: commit the best next token), got {self.speculate}"

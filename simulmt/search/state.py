@@ -17,6 +17,7 @@ import torch
 from simulmt.data.vocab import BOS_ID
 from simulmt.model.cache import DecoderCache
 from simulmt.model.state import SourceState
+from simulmt.search.names import NamePieces
 
 if TYPE_CHECKING:
     from simulmt.policies.base import ModelSignals
@@ -125,3 +126,4 @@ class StreamState:
     done: bool = False  # the sentence's translation is final
     finish_started: float | None = None  # when the source became complete and fully read
     compute_ms: float = 0.0  # model time spent on this sentence
+    names: NamePieces = field(default_factory=NamePieces)  # the source's names read so far

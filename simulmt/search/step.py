@@ -99,6 +99,7 @@ def run_step(model: SimulTransformer, requests: Sequence[StepRequest]) -> list[S
     drops (a READ decided on its signals) leaves the cache as it was."""
     out, firsts = decode_batch(model, requests)
     log_probs = out.log_probs
+    _boost(log_probs, requests, firsts)
     tops, top_lps = _best_writable(log_probs)
     has_attention = out.attention is not None
     return [
@@ -113,6 +114,28 @@ def run_step(model: SimulTransformer, requests: Sequence[StepRequest]) -> list[S
         )
         for req, start in zip(requests, firsts, strict=True)
     ]
+
+
+def _boost(log_probs: torch.Tensor, requests: Sequence[StepRequest], firsts: list[int]) -> None:
+    """Add each request's `boost_by` to its `boost` tokens in its hypotheses' rows of
+    log_probs (N, V), in place: one indexed add for the batch, a row's own tokens only (so a
+    row's result does not depend on its batch)."""
+    rows: list[int] = []
+    cols: list[int] = []
+    values: list[float] = []
+    for req, first in zip(requests, firsts, strict=True):
+        if not req.boost or not req.boost_by:
+            continue
+        for r in range(first, first + req.beam.size):
+            rows += [r] * len(req.boost)
+            cols += req.boost
+            values += [req.boost_by] * len(req.boost)
+    if rows:
+        log_probs.index_put_(
+            (torch.tensor(rows), torch.tensor(cols)),
+            torch.tensor(values, dtype=log_probs.dtype),
+            accumulate=True,
+        )
 
 
 def _best_writable(log_probs: torch.Tensor) -> tuple[list[int], list[float]]:
