@@ -355,6 +355,7 @@ class Session:
         self._emit(out)
 
     def _placeholders(self) -> Placeholders | None:
+        """A new sentence's model view of its numbers (None with `localise_numbers` off)."""
         if not self.localise_numbers:
             return None
         return Placeholders(notation=self.numbers, src_lang=self.engine.info.src)

@@ -147,24 +147,20 @@ async def test_failed_batches_are_retried_alone_a_bounded_number_of_times() -> N
             ] == 200  # one session's failure is not the worker's
 
 
-@pytest.mark.slow
-async def test_serve_exits_non_zero_when_the_worker_dies() -> None:
-    """`simulmt serve` in a child process, its engine patched to kill the worker on TOT."""
-    script = (
-        "import sys, simulmt.engine as E\n"
-        "from simulmt.cli import main\n"
-        "original = E.Engine.encode_many\n"
-        "class Killed(BaseException): pass\n"
-        "def encode_many(self, sources, words):\n"
-        "    if any('TOT' in ws for ws in words): raise Killed('injected')\n"
-        "    return original(self, sources, words)\n"
-        "E.Engine.encode_many = encode_many\n"
-        "sys.exit(main(['serve', '--tiny', '--port', '0', '--threads', '1']))\n"
-    )
-    proc = await asyncio.create_subprocess_exec(
+async def _serve_patched(patch: str, *serve_args: str) -> asyncio.subprocess.Process:
+    """`simulmt serve --tiny` in a child process, after the Python lines `patch` ran there."""
+    args = ["serve", "--tiny", "--port", "0", "--threads", "1", *serve_args]
+    script = f"import sys\nfrom simulmt.cli import main\n{patch}sys.exit(main({args!r}))\n"
+    return await asyncio.create_subprocess_exec(
         sys.executable, "-c", script,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
+
+
+@pytest.mark.slow
+async def test_serve_exits_non_zero_when_the_worker_dies() -> None:
+    """`simulmt serve` in a child process, its engine patched to kill the worker on TOT."""
+    proc = await _serve_patched(KILL_ON_TOT)
     assert proc.stdout is not None and proc.stderr is not None
     try:
         async with asyncio.timeout(180):
@@ -247,17 +243,11 @@ async def test_workers_restart_a_process_whose_worker_died(tmp_path: Path) -> No
 async def test_serve_exits_for_a_restart_when_the_model_never_loads() -> None:
     """`simulmt serve` in a child process whose model load hangs: after --load-timeout-s it
     exits with the status a supervisor restarts on, its hung loading thread no obstacle."""
-    script = (
-        "import sys, threading, simulmt.engine as E\n"
-        "from simulmt.cli import main\n"
+    hang = (
+        "import threading, simulmt.engine as E\n"
         "E.Engine.tiny = classmethod(lambda cls, seed=0: threading.Event().wait())\n"
-        "sys.exit(main(['serve', '--tiny', '--port', '0', '--threads', '1', "
-        "'--load-timeout-s', '1']))\n"
     )
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", script,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+    proc = await _serve_patched(hang, "--load-timeout-s", "1")
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
     finally:
