@@ -4,7 +4,8 @@
     python scripts/model_table.py --groups own A.jsonl B.jsonl   # per source of one test set
 
 Reads the JSON lines `scripts/benchmark-model.sh` writes (one file per model). Each cell gives
-BLEU, AL (source words) and the % of outputs that loop.
+BLEU, AL (source words), the % of outputs that loop and the % of numbers right (`eval`'s
+num %; – in files written before it existed).
 """
 
 from __future__ import annotations
@@ -27,20 +28,25 @@ def read(path: Path) -> dict[tuple[str, str, str], Row]:
     return {(str(r["set"]), str(r["view"]), label(r)): r for r in rows}
 
 
+def _share(row: Row, key: str) -> str:
+    value = row.get(key)
+    return "–" if value is None else f"{float(value):.1f}"
+
+
 def cell(row: Row | None) -> str:
     if row is None:
-        return "– | – | –"
-    lp = row.get("loops")
-    return (f"{float(row['bleu']):.2f} | {float(row['al']):.2f} | "
-            + ("–" if lp is None else f"{float(lp):.1f}"))
+        return "– | – | – | –"
+    return (f"{float(row['bleu']):.2f} | {float(row['al']):.2f} | {_share(row, 'loops')} | "
+            f"{_share(row, 'numbers')}")
 
 
 def model_table(models: list[tuple[str, dict[tuple[str, str, str], Row]]]) -> str:
-    """Markdown: one row per (test set, view, policy), BLEU / AL / loops % per model."""
+    """Markdown: one row per (test set, view, policy), BLEU / AL / loops % / num % per
+    model."""
     keys = list(dict.fromkeys(k for _, rows in models for k in rows))
     lines = ["| test set | view | policy | " + " | ".join(
-        f"{name} BLEU | AL | loops %" for name, _ in models) + " |",
-        "|---|---|---|" + "---:|---:|---:|" * len(models)]
+        f"{name} BLEU | AL | loops % | num %" for name, _ in models) + " |",
+        "|---|---|---|" + "---:|---:|---:|---:|" * len(models)]
     lines += [f"| {key[0]} | {key[1]} | {key[2]} | "
               + " | ".join(cell(rows.get(key)) for _, rows in models) + " |" for key in keys]
     sig = next((r["bleu_signature"] for _, rows in models for r in rows.values()), None)
