@@ -69,7 +69,8 @@ class Placeholders:
         self.notation = notation
         self.currency = CURRENCY_WORDS.get(src_lang, {})
         self.numbers: dict[str, str] = {}  # placeholder -> the number in the target's notation
-        self._placeholder_of: dict[str, str] = {}  # the number as the source writes it -> its
+        self._placeholder_of: dict[str, str] = {}  # a number as the source writes it -> its
+        # placeholder
         self._seen: set[str] = set()  # numbers of the sentence left as written
         self._model_words: list[str] = []
         self._after_number = False  # the last word was a number a thousands group may follow
@@ -85,8 +86,8 @@ class Placeholders:
         after_number, self._after_number = self._after_number, _GROUPED.match(word) is not None
         if after_number and _GROUP.match(word):
             return word  # "40 000": the model copies the group with its number, as written
-        if word.strip(_PUNCT) in self.currency:
-            sign = word.strip(_PUNCT)
+        sign = word.strip(_PUNCT)
+        if sign in self.currency:
             return word.replace(sign, self.currency[sign])
         m = _NUMBER_WORD.match(word)
         if m is None:
@@ -97,14 +98,15 @@ class Placeholders:
         if not at_risk(number) and number not in self.numbers:
             self._seen.add(number)
             return word
-        free = [p for p in PLACEHOLDERS if p not in self.numbers and p not in self._seen]
-        if not free:
+        taken = self.numbers.keys() | self._seen
+        free = next((p for p in PLACEHOLDERS if p not in taken), None)
+        if free is None:
             self._seen.add(number)
             return word
         converted = self.notation.convert(number) if self.notation is not None else None
-        self.numbers[free[0]] = converted or number
-        self._placeholder_of[number] = free[0]
-        return before + free[0] + after
+        self.numbers[free] = converted or number
+        self._placeholder_of[number] = free
+        return before + free + after
 
     def restore(self, words: list[str]) -> list[str]:
         """Target `words` with each placeholder of this sentence written as its number."""
